@@ -1,0 +1,5 @@
+//! The offline commands: `mutate`, `certs`, `webhook-config`.
+
+pub mod certs;
+pub mod mutate;
+pub mod webhook_config;

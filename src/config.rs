@@ -1,0 +1,191 @@
+//! The configuration file (SPEC §12). Every key is optional; unknown keys are an error
+//! that names the key, so a typo cannot silently fall back to a default.
+
+use serde::Deserialize;
+use std::path::Path;
+
+/// Where the cleanup runs for a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A `lifecycle.preStop` exec hook in the app container itself.
+    #[default]
+    Exec,
+    /// A native sidecar (init container with `restartPolicy: Always`) that cleans on SIGTERM.
+    Sidecar,
+}
+
+/// What `/validate` does with a DELETE that would orphan injected pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OrphanDelete {
+    #[default]
+    Warn,
+    Deny,
+    Allow,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    /// Shell for injected hooks when the `shell` annotation is absent.
+    pub default_shell: String,
+    /// Image patterns (`*` wildcards) known to have `sh` but no `bash`, added to the built-in list.
+    pub images_without_bash: Vec<String>,
+    /// Image patterns known to have no shell at all, added to the built-in list.
+    pub images_without_shell: Vec<String>,
+    /// Host paths never cleaned by `auto`, added to the built-in list.
+    pub protected_host_paths: Vec<String>,
+    /// When non-empty, `auto` only cleans hostPath volumes under one of these prefixes.
+    pub allowed_host_path_prefixes: Vec<String>,
+    /// Seconds a generated cleanup is given in the grace-period estimate.
+    pub cleanup_budget_seconds: u64,
+    /// Seconds an app needs after SIGTERM when the annotation does not say.
+    pub shutdown_seconds: u64,
+    /// The grace period is never raised above this.
+    pub max_grace_seconds: u64,
+    /// Mode used when the `mode` annotation is absent.
+    pub default_mode: Mode,
+    pub sidecar: SidecarConfig,
+    pub orphan_delete: OrphanDelete,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SidecarConfig {
+    /// Whether sidecar mode may be used at all (explicitly or as a fallback).
+    pub allowed: bool,
+    /// Image of the cleanup sidecar; it needs `/bin/sh`, `find` and `rm`.
+    pub image: String,
+    /// `resources` of the sidecar container, copied verbatim.
+    pub resources: serde_json::Value,
+}
+
+/// Pinned so that a cluster never pulls a moving tag into every Job pod.
+pub const DEFAULT_SIDECAR_IMAGE: &str = "busybox:1.37.0";
+
+impl Default for SidecarConfig {
+    fn default() -> Self {
+        SidecarConfig {
+            allowed: true,
+            image: DEFAULT_SIDECAR_IMAGE.to_owned(),
+            resources: serde_json::json!({
+                "requests": {"cpu": "10m", "memory": "16Mi"},
+                "limits": {"cpu": "100m", "memory": "32Mi"}
+            }),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            default_shell: "/bin/sh".to_owned(),
+            images_without_bash: Vec::new(),
+            images_without_shell: Vec::new(),
+            protected_host_paths: Vec::new(),
+            allowed_host_path_prefixes: Vec::new(),
+            cleanup_budget_seconds: 30,
+            shutdown_seconds: 10,
+            max_grace_seconds: 3600,
+            default_mode: Mode::Exec,
+            sidecar: SidecarConfig::default(),
+            orphan_delete: OrphanDelete::Warn,
+        }
+    }
+}
+
+impl Config {
+    /// Parses a YAML document. An empty document is the default configuration.
+    pub fn from_yaml(text: &str) -> anyhow::Result<Config> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let config: Config = serde_yaml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        Config::from_yaml(&text)
+            .map_err(|e| anyhow::anyhow!("invalid config {}: {e}", path.display()))
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if !self.default_shell.starts_with('/') {
+            anyhow::bail!(
+                "defaultShell must be an absolute path, got {:?}",
+                self.default_shell
+            );
+        }
+        for prefix in self
+            .protected_host_paths
+            .iter()
+            .chain(&self.allowed_host_path_prefixes)
+        {
+            if !prefix.starts_with('/') {
+                anyhow::bail!("host path {prefix:?} must be absolute");
+            }
+        }
+        if self.max_grace_seconds == 0 {
+            anyhow::bail!("maxGraceSeconds must be positive");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_is_default() {
+        let config = Config::from_yaml("").unwrap();
+        assert_eq!(config.cleanup_budget_seconds, 30);
+        assert_eq!(config.shutdown_seconds, 10);
+        assert_eq!(config.max_grace_seconds, 3600);
+        assert_eq!(config.default_shell, "/bin/sh");
+        assert!(config.sidecar.allowed);
+        assert_eq!(config.orphan_delete, OrphanDelete::Warn);
+    }
+
+    #[test]
+    fn reads_every_key() {
+        let config = Config::from_yaml(
+            "defaultShell: /bin/ash\nimagesWithoutBash: [my/tool*]\nimagesWithoutShell: [my/static]\n\
+             protectedHostPaths: [/data/keep]\nallowedHostPathPrefixes: [/scratch]\ncleanupBudgetSeconds: 5\n\
+             shutdownSeconds: 3\nmaxGraceSeconds: 600\ndefaultMode: sidecar\n\
+             sidecar: {allowed: false, image: 'busybox:1.36', resources: {}}\norphanDelete: deny\n",
+        )
+        .unwrap();
+        assert_eq!(config.default_shell, "/bin/ash");
+        assert_eq!(config.images_without_bash, ["my/tool*"]);
+        assert_eq!(config.allowed_host_path_prefixes, ["/scratch"]);
+        assert_eq!(config.default_mode, Mode::Sidecar);
+        assert!(!config.sidecar.allowed);
+        assert_eq!(config.sidecar.image, "busybox:1.36");
+        assert_eq!(config.orphan_delete, OrphanDelete::Deny);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let error = Config::from_yaml("cleanupBudget: 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("cleanupBudget"), "{error}");
+        let error = Config::from_yaml("sidecar: {imag: x}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("imag"), "{error}");
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        assert!(Config::from_yaml("defaultShell: sh\n").is_err());
+        assert!(Config::from_yaml("defaultMode: both\n").is_err());
+        assert!(Config::from_yaml("maxGraceSeconds: 0\n").is_err());
+        assert!(Config::from_yaml("allowedHostPathPrefixes: [scratch]\n").is_err());
+    }
+}

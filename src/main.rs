@@ -1,0 +1,41 @@
+use clap::{Parser, Subcommand};
+use prestop_injector::{cli, server};
+use std::process::ExitCode;
+
+/// Kubernetes admission webhook that injects safe preStop cleanup of hostPath scratch
+/// directories, raises the grace period to cover it, and fixes `bash` in sh-only images.
+#[derive(Parser)]
+#[command(name = "prestop-injector", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTPS admission webhook (use --dev for a self-signed certificate).
+    Serve(server::ServeArgs),
+    /// Mutate manifests offline, exactly as the webhook would (for CI and previews).
+    Mutate(cli::mutate::MutateArgs),
+    /// Write a CA and a serving certificate for the webhook's Service.
+    Certs(cli::certs::CertsArgs),
+    /// Print the webhook configurations with the caBundle filled in.
+    WebhookConfig(cli::webhook_config::WebhookConfigArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => server::run(args),
+        Command::Mutate(args) => cli::mutate::run(args),
+        Command::Certs(args) => cli::certs::run(args),
+        Command::WebhookConfig(args) => cli::webhook_config::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("prestop-injector: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
