@@ -10,6 +10,7 @@
 mod input;
 mod output;
 mod yaml;
+mod yaml11;
 
 use crate::admission::{self, GroupVersionKind, Operation, Outcome, Request, Reviewed};
 use crate::config::Config;
@@ -51,16 +52,19 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
         None => Config::default(),
     };
     let (text, source) = read_input(&args.file)?;
-    let documents = input::read(&text, &source)?;
+    let input = input::read(&text, &source)?;
     let endpoint = if args.auto {
         Endpoint::MutateAuto
     } else {
         Endpoint::Mutate
     };
-    let mut decided = Vec::with_capacity(documents.len());
+    let mut decided = Vec::with_capacity(input.documents.len());
     let mut denied = false;
     let mut stderr = std::io::stderr().lock();
-    for (index, document) in documents.into_iter().enumerate() {
+    for warning in &input.warnings {
+        writeln!(stderr, "Warning: {warning}")?;
+    }
+    for (index, document) in input.documents.into_iter().enumerate() {
         let reviewed = decide(document, index + 1, endpoint, &config)?;
         let (document, was_denied) = report(&reviewed, &mut stderr)?;
         denied |= was_denied;

@@ -111,3 +111,16 @@ fn empty_input_prints_nothing() {
     assert_eq!(ok(mutate(&[], "")).stdout, "");
     assert_eq!(ok(mutate(&["-o", "patch"], "---\n# c\n---\n")).stdout, "");
 }
+
+#[test]
+fn yaml_1_1_octals_are_read_as_kubectl_does_and_booleans_are_flagged() {
+    let input = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    prestop-injector.io/inject: off\nspec:\n  volumes:\n  - name: cfg\n    configMap:\n      name: cfg\n      defaultMode: 0644\n";
+    let run = ok(mutate(&["-o", "json"], input));
+    let pod = json_docs(&run.stdout).remove(0);
+    assert_eq!(pod["spec"]["volumes"][0]["configMap"]["defaultMode"], 420);
+    assert!(
+        run.stderr.contains("Warning: stdin: line 6: `prestop-injector.io/inject: off` is the boolean false for kubectl"),
+        "{}",
+        run.stderr
+    );
+}

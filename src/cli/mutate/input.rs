@@ -1,6 +1,7 @@
 //! Reading manifests: multi-document YAML or a JSON stream, `List`s expanded, empty
 //! documents skipped, and every problem reported with the document number and line.
 
+use super::yaml11;
 use anyhow::{anyhow, bail, Result};
 use serde_json::Value;
 
@@ -20,20 +21,31 @@ pub enum Body {
     Review(Value),
 }
 
+/// The documents of an input, and warnings about how kubectl would read it differently.
+#[derive(Debug)]
+pub struct Input {
+    pub documents: Vec<Document>,
+    pub warnings: Vec<String>,
+}
+
 /// Parses the whole input. JSON is recognised by its first character (`{` or `[`).
-pub fn read(text: &str, source: &str) -> Result<Vec<Document>> {
+pub fn read(text: &str, source: &str) -> Result<Input> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut warnings = Vec::new();
     let raw = if text.trim_start().starts_with(['{', '[']) {
         json_documents(text, source)?
     } else {
-        yaml_documents(text, source)?
+        yaml_documents(text, source, &mut warnings)?
     };
     let mut documents = Vec::new();
     for (number, (line, value)) in raw.into_iter().enumerate() {
         let label = format!("{source}: document {} (line {line})", number + 1);
         expand(value, label, &mut documents)?;
     }
-    Ok(documents)
+    Ok(Input {
+        documents,
+        warnings,
+    })
 }
 
 /// A raw document: its first line and its value (`Null` for an empty document).
@@ -65,14 +77,16 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Splits on `---` lines as kubectl does, so each document has its own line number, and
 /// parses each piece on its own. Pieces holding only comments and blank lines are skipped.
-fn yaml_documents(text: &str, source: &str) -> Result<Vec<Raw>> {
+fn yaml_documents(text: &str, source: &str, warnings: &mut Vec<String>) -> Result<Vec<Raw>> {
     let mut documents = Vec::new();
     for (first_line, piece) in split_documents(text) {
         if is_blank(piece) {
             continue;
         }
         let number = documents.len() + 1;
-        let value: Value = serde_yaml::from_str(piece).map_err(|e| {
+        let (piece, found) = yaml11::adapt(piece, first_line);
+        warnings.extend(found.into_iter().map(|w| format!("{source}: {w}")));
+        let value: Value = serde_yaml::from_str(&piece).map_err(|e| {
             anyhow!(
                 "{source}: document {number} (line {first_line}): invalid YAML: {}",
                 yaml_error(&e, first_line)
@@ -222,7 +236,7 @@ mod tests {
     fn json_stream_and_lists() {
         let text = "{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n{\"apiVersion\":\"v1\",\"kind\":\"Pod\"},\
                     {\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\"}]}\n\n{\"apiVersion\":\"v1\",\"kind\":\"Pod\"}";
-        let documents = read(text, "-").unwrap();
+        let documents = read(text, "-").unwrap().documents;
         let labels: Vec<_> = documents.iter().map(|d| d.label.as_str()).collect();
         assert_eq!(
             labels,
