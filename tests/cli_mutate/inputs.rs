@@ -2,6 +2,8 @@
 
 use super::*;
 use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
 
 #[test]
 fn multi_document_yaml_on_stdin_gives_one_patch_line_per_document() {
@@ -123,4 +125,47 @@ fn yaml_1_1_octals_are_read_as_kubectl_does_and_booleans_are_flagged() {
         "{}",
         run.stderr
     );
+}
+
+/// The YAML we print is for `kubectl apply -f -`: kubectl (YAML 1.1) must read back
+/// exactly the values we mean. Skipped where kubectl is not installed.
+#[test]
+fn kubectl_reads_our_yaml_as_we_do() {
+    let fixture = "tests/fixtures/configmap-tricky-strings.json";
+    let kubectl = |yaml: &str| {
+        let mut child = Command::new("kubectl")
+            .args([
+                "annotate",
+                "--local",
+                "-f",
+                "-",
+                "-o",
+                "json",
+                "checked=yes",
+            ])
+            .env("KUBECONFIG", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .ok()?;
+        child.stdin.take()?.write_all(yaml.as_bytes()).ok()?;
+        let output = child.wait_with_output().ok()?;
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice::<Value>(&output.stdout).ok()
+    };
+    let yaml = ok(mutate_file(fixture, &[])).stdout;
+    let Some(mut seen) = kubectl(&yaml) else {
+        eprintln!("kubectl not found: skipping the kubectl round trip");
+        return;
+    };
+    if let Some(metadata) = seen["metadata"].as_object_mut() {
+        metadata.remove("annotations");
+    }
+    let meant = json_docs(&read(fixture)).remove(0);
+    assert_eq!(seen, meant, "YAML was:\n{yaml}");
 }

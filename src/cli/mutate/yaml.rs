@@ -251,4 +251,30 @@ mod tests {
         let text = round_trip(&json!({"z": 1, "a": {"x": 2, "b": 3}}));
         assert_eq!(text, "z: 1\na:\n  x: 2\n  b: 3\n");
     }
+
+    fn any_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let text = "[ a-z0-9\\n\\t'\"#:|>\\-~.é\u{2028}\r]{0,8}";
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            text.prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((text, inner), 0..4)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_value_reads_back_unchanged(value in any_value()) {
+            round_trip(&value);
+        }
+    }
 }
