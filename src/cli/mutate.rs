@@ -25,6 +25,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Each manifest is decided as a dry-run CREATE sent to /mutate (or /mutate/auto with --auto); \
+an AdmissionReview document is decided as given. Warnings and denials go to stderr.
+
+Exit status: 0 all allowed, 1 at least one document denied (the others are still printed), \
+2 unreadable input or config, or an internal error.")]
 pub struct MutateArgs {
     /// Manifests to read (multi-document YAML, JSON, a List or an AdmissionReview); `-` is stdin.
     #[arg(

@@ -76,3 +76,73 @@ fn diff(path: &str, before: &Value, after: &Value) -> String {
         .header(&format!("a/{path}"), &format!("b/{path}"))
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(grace: u64) -> Value {
+        json!({"kind": "Job", "spec": {"template": {"spec": {"terminationGracePeriodSeconds": grace}}}})
+    }
+
+    fn decided() -> Vec<Decided> {
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "replace", "path": "/spec/template/spec/terminationGracePeriodSeconds", "value": 40}
+        ]))
+        .unwrap();
+        vec![
+            Decided {
+                path: "Job/default/a".into(),
+                before: Some(job(30)),
+                after: Some(job(40)),
+                patch: patch.0,
+            },
+            Decided {
+                path: "Job/denied".into(),
+                before: Some(job(30)),
+                after: None,
+                patch: Vec::new(),
+            },
+            Decided {
+                path: "Job/b".into(),
+                before: Some(job(30)),
+                after: Some(job(30)),
+                patch: Vec::new(),
+            },
+        ]
+    }
+
+    #[test]
+    fn patch_prints_one_line_per_document() {
+        let out = render(Format::Patch, &decided()).unwrap();
+        let lines: Vec<_> = out.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[0].starts_with("[{\"op\":\"replace\""), "{out}");
+        assert_eq!(&lines[1..], ["[]", "[]"]);
+    }
+
+    #[test]
+    fn yaml_and_json_skip_denied_documents() {
+        let yaml = render(Format::Yaml, &decided()).unwrap();
+        assert_eq!(yaml.matches("kind: Job").count(), 2);
+        assert_eq!(yaml.matches("---\n").count(), 1);
+        let json = render(Format::Json, &decided()).unwrap();
+        assert!(json.starts_with("{\n  \"kind\": \"Job\""), "{json}");
+        assert_eq!(json.matches("\"kind\"").count(), 2);
+    }
+
+    #[test]
+    fn diff_shows_only_changed_documents() {
+        let out = render(Format::Diff, &decided()).unwrap();
+        assert!(
+            out.starts_with("--- a/Job/default/a\n+++ b/Job/default/a\n@@ "),
+            "{out}"
+        );
+        assert!(out.contains("\n-      terminationGracePeriodSeconds: 30\n+      terminationGracePeriodSeconds: 40\n"), "{out}");
+        assert!(
+            !out.contains("Job/b") && !out.contains("Job/denied"),
+            "{out}"
+        );
+    }
+}
