@@ -5,8 +5,9 @@
 //!   user's argv and a custom script travel as positional parameters; the text only ever
 //!   contains integers we produce (sleep seconds, argument counts). A file name can
 //!   therefore never be parsed as shell code, whatever bytes it holds.
-//! - The text is POSIX `sh` and uses only `find -xdev -mindepth 1 -delete`, `sleep`,
-//!   `kill`, `printf` and `[`, so it runs the same in busybox `sh`, `dash` and `bash`.
+//! - The text is POSIX `sh` and needs only `find` (`-xdev -mindepth -depth -type
+//!   -exec {} +`), `rm -f`, `rmdir`, `sleep`, `kill`, `printf` and `[`, all busybox
+//!   applets, so it runs the same in busybox `sh`, `dash` and `bash`.
 //! - The first line is a header naming the shape (what runs before, what the action is,
 //!   how many leading arguments belong to the action). [`parse_header`] reads it back so a
 //!   later pass can recognise our own hook; callers must still compare the re-rendered
@@ -23,17 +24,20 @@ const SIDECAR_HEADER: &str = "# prestop-injector sidecar v1";
 ///
 /// Why each step:
 /// - The webhook only sends normalized absolute paths other than `/`; the `case` checks
-///   repeat that here so a bug upstream cannot turn into `find / -delete`.
+///   repeat that here so a bug upstream cannot turn into emptying `/`.
 /// - A target that is itself a symlink is skipped: following it could empty a directory
 ///   outside the volume.
-/// - `find -delete` unlinks symlinks instead of following them and implies `-depth`;
-///   `-mindepth 1` keeps the directory itself; dot-files are found like any other name;
-///   `-xdev` stays out of other mounts (GNU find lists a nested mount point and fails to
-///   remove it, busybox find skips it: either way its contents survive). Names reach
-///   `unlink`/`rmdir` as C strings, never as shell words, and always start with the
-///   absolute target, so a leading `-` cannot become an option.
-/// - busybox `find` prints a failed delete but still exits 0, so what is left is checked
-///   with globs (the three patterns together match every name but `.` and `..`).
+/// - Two `find` passes, because busybox `find` has no `-delete` (Debian's build lacks it)
+///   and `rm -r` crosses mounts: first every non-directory is unlinked (`rm -f` removes a
+///   symlink itself, never what it points to), then the now empty directories are removed
+///   deepest first (`-depth`; batches of `-exec … +` run in traversal order). `-mindepth 1`
+///   keeps the directory itself; dot-files are found like any other name. `-xdev` keeps
+///   both passes out of nested mounts: GNU find lists a mount point but does not descend
+///   (its `rmdir` fails and is reported), busybox find skips it; either way the mount's
+///   contents survive. Names reach `rm`/`rmdir` as separate argv entries, never as shell
+///   words, and always start with the absolute target, so a leading `-` is no option.
+/// - `find`'s exit status is not trusted alone (busybox's differs from GNU's on failed
+///   `-exec`), so what is left is checked with globs (the three patterns together match every name but `.` and `..`).
 const CLEAN_FN: &str = r#"clean() {
   n=$1; shift; rc=0
   for t do
@@ -53,7 +57,8 @@ const CLEAN_FN: &str = r#"clean() {
     if [ ! -d "$t" ]; then
       printf '%s: skipping %s: not a directory\n' "$0" "$t" >&2; continue
     fi
-    find "$t" -xdev -mindepth 1 -delete || rc=1
+    find "$t" -xdev -mindepth 1 ! -type d -exec rm -f -- {} + || rc=1
+    find "$t" -xdev -mindepth 1 -depth -type d -exec rmdir -- {} + || rc=1
     for e in "$t"/* "$t"/.[!.]* "$t"/..?*; do
       if [ -e "$e" ] || [ -L "$e" ]; then
         printf '%s: could not empty %s\n' "$0" "$t" >&2; rc=1; break
