@@ -5,100 +5,15 @@
 mod shells;
 
 use prestop_injector::mutation::hook::{sidecar_argv, Action, Before, Hook};
-use shells::{children, shells, wait_until, Shell};
+use proptest::prelude::*;
+use shells::{children, fake_find, shells, wait_until, Shell, Tree, HOSTILE};
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Names that break naive scripts: word splitting, globbing, options, substitutions.
-const HOSTILE: &[&str] = &[
-    "with space",
-    "new\nline",
-    "-rf",
-    "--",
-    "-",
-    "$(touch pwned)",
-    "`touch pwned`",
-    "*",
-    "?",
-    "[a]",
-    "\\",
-    "'",
-    "\"",
-    ".hidden",
-    "..dots",
-    "...",
-    ".-x",
-];
-
-struct Tree {
-    root: tempfile::TempDir,
-    target: PathBuf,
-    outside: PathBuf,
-    cwd: PathBuf,
-}
-
-impl Tree {
-    fn new() -> Tree {
-        let root = tempfile::tempdir().expect("tempdir");
-        let target = root.path().join("target dir");
-        let outside = root.path().join("outside");
-        let cwd = root.path().join("cwd");
-        for dir in [&target, &outside, &cwd, &outside.join("sub")] {
-            fs::create_dir_all(dir).expect("mkdir");
-        }
-        fs::write(outside.join("keep.txt"), "keep").expect("write");
-        fs::write(outside.join("sub/inner"), "keep").expect("write");
-        Tree {
-            root,
-            target,
-            outside,
-            cwd,
-        }
-    }
-
-    /// Fills `dir` with every hostile name as file, as nested directory, and symlinks out.
-    fn fill(&self, dir: &Path) {
-        for name in HOSTILE {
-            fs::write(dir.join(name), "x").expect("write");
-            let nested = dir.join(format!("d{name}")).join(name).join(".deep");
-            fs::create_dir_all(&nested).expect("mkdir");
-            fs::write(nested.join(name), "x").expect("write");
-        }
-        symlink(&self.outside, dir.join("link-out")).expect("symlink");
-        symlink(self.outside.join("keep.txt"), dir.join("link-file")).expect("symlink");
-        symlink("/nonexistent/dangling", dir.join("dangling")).expect("symlink");
-        symlink(&self.outside, dir.join("d-rf").join("link-up")).expect("symlink");
-    }
-
-    fn path(&self, p: &Path) -> String {
-        p.to_str().expect("utf-8 temp path").to_owned()
-    }
-
-    /// The target emptied but kept, the outside intact, no substitution ever ran.
-    fn assert_clean(&self, dir: &Path, who: &str) {
-        assert!(dir.is_dir(), "{who}: {} was removed", dir.display());
-        let left: Vec<_> = fs::read_dir(dir).expect("read_dir").collect();
-        assert!(left.is_empty(), "{who}: left behind {left:?}");
-        self.assert_safe(who);
-    }
-
-    fn assert_safe(&self, who: &str) {
-        assert!(
-            self.outside.join("keep.txt").is_file(),
-            "{who}: symlink target deleted"
-        );
-        assert!(
-            self.outside.join("sub/inner").is_file(),
-            "{who}: symlink target deleted"
-        );
-        for dir in [self.root.path(), &self.cwd, &self.target] {
-            assert!(!dir.join("pwned").exists(), "{who}: a name was run as code");
-        }
-    }
-}
 
 fn hook(shell: &Shell, before: Before, action: Action) -> Vec<String> {
     Hook {
@@ -206,22 +121,6 @@ fn symlinked_target_is_skipped() {
         );
         tree.assert_safe(shell.name);
     }
-}
-
-/// A `find` that logs its arguments (and deletes nothing), ahead of the real one on PATH.
-/// busybox sh runs its own applets whatever PATH says, so this only works for dash/bash.
-fn fake_find(tree: &Tree) -> (PathBuf, String) {
-    let bin = tree.root.path().join("fake-bin");
-    fs::create_dir(&bin).expect("mkdir");
-    let log = tree.root.path().join("find.log");
-    let script = format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n", log.display());
-    fs::write(bin.join("find"), script).expect("write");
-    Command::new("chmod")
-        .arg("+x")
-        .arg(bin.join("find"))
-        .status()
-        .expect("chmod");
-    (log, format!("{}:/usr/bin:/bin", bin.display()))
 }
 
 #[test]
@@ -531,5 +430,37 @@ fn sidecar_cleans_on_sigterm_as_pid_1() {
         }));
         let inner = inner.expect("inner pid");
         run_sidecar(&shell, &tree, child, inner);
+    }
+}
+
+/// Bytes that mean something to a shell, plus a non-UTF-8 byte and a control character.
+const ALPHABET: &[u8] = b"a -*?$()`'\"\\.;&|[]{}~#!\n\t\x01\xff";
+
+fn hostile_name() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(ALPHABET), 1..12)
+        .prop_filter("not . or ..", |name| name != b"." && name != b"..")
+}
+
+proptest! {
+    // Each case runs a real shell three times; 32 cases keep the suite quick.
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn generated_names_are_deleted(names in prop::collection::vec(hostile_name(), 1..6)) {
+        for shell in shells() {
+            let tree = Tree::new();
+            for name in &names {
+                let name = OsStr::from_bytes(name);
+                fs::write(tree.target.join(name), "x").expect("write");
+                let mut dir = tree.target.join(format!("d{}", name.to_string_lossy()));
+                dir.push(name);
+                fs::create_dir_all(&dir).expect("mkdir");
+                fs::write(dir.join(name), "x").expect("write");
+            }
+            let argv = hook(&shell, Before::Nothing, Action::Cleanup(vec![tree.path(&tree.target)]));
+            let output = shell.run(&argv, &tree.cwd);
+            prop_assert!(output.status.success(), "{}: {}", shell.name, stderr(&output));
+            tree.assert_clean(&tree.target, shell.name);
+        }
     }
 }

@@ -4,6 +4,8 @@
 //! A missing shell fails the test when `PRESTOP_REQUIRE_SHELLS=1` (CI sets it); otherwise
 //! the test prints a skip note and runs with the shells it has.
 
+use std::fs;
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -118,4 +120,108 @@ pub fn wait_until(limit: std::time::Duration, mut condition: impl FnMut() -> boo
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+}
+
+/// Names that break naive scripts: word splitting, globbing, options, substitutions.
+pub const HOSTILE: &[&str] = &[
+    "with space",
+    "new\nline",
+    "-rf",
+    "--",
+    "-",
+    "$(touch pwned)",
+    "`touch pwned`",
+    "*",
+    "?",
+    "[a]",
+    "\\",
+    "'",
+    "\"",
+    ".hidden",
+    "..dots",
+    "...",
+    ".-x",
+];
+
+pub struct Tree {
+    pub root: tempfile::TempDir,
+    pub target: PathBuf,
+    pub outside: PathBuf,
+    pub cwd: PathBuf,
+}
+
+impl Tree {
+    pub fn new() -> Tree {
+        let root = tempfile::tempdir().expect("tempdir");
+        let target = root.path().join("target dir");
+        let outside = root.path().join("outside");
+        let cwd = root.path().join("cwd");
+        for dir in [&target, &outside, &cwd, &outside.join("sub")] {
+            fs::create_dir_all(dir).expect("mkdir");
+        }
+        fs::write(outside.join("keep.txt"), "keep").expect("write");
+        fs::write(outside.join("sub/inner"), "keep").expect("write");
+        Tree {
+            root,
+            target,
+            outside,
+            cwd,
+        }
+    }
+
+    /// Fills `dir` with every hostile name as file, as nested directory, and symlinks out.
+    pub fn fill(&self, dir: &Path) {
+        for name in HOSTILE {
+            fs::write(dir.join(name), "x").expect("write");
+            let nested = dir.join(format!("d{name}")).join(name).join(".deep");
+            fs::create_dir_all(&nested).expect("mkdir");
+            fs::write(nested.join(name), "x").expect("write");
+        }
+        symlink(&self.outside, dir.join("link-out")).expect("symlink");
+        symlink(self.outside.join("keep.txt"), dir.join("link-file")).expect("symlink");
+        symlink("/nonexistent/dangling", dir.join("dangling")).expect("symlink");
+        symlink(&self.outside, dir.join("d-rf").join("link-up")).expect("symlink");
+    }
+
+    pub fn path(&self, p: &Path) -> String {
+        p.to_str().expect("utf-8 temp path").to_owned()
+    }
+
+    /// The target emptied but kept, the outside intact, no substitution ever ran.
+    pub fn assert_clean(&self, dir: &Path, who: &str) {
+        assert!(dir.is_dir(), "{who}: {} was removed", dir.display());
+        let left: Vec<_> = fs::read_dir(dir).expect("read_dir").collect();
+        assert!(left.is_empty(), "{who}: left behind {left:?}");
+        self.assert_safe(who);
+    }
+
+    pub fn assert_safe(&self, who: &str) {
+        assert!(
+            self.outside.join("keep.txt").is_file(),
+            "{who}: symlink target deleted"
+        );
+        assert!(
+            self.outside.join("sub/inner").is_file(),
+            "{who}: symlink target deleted"
+        );
+        for dir in [self.root.path(), &self.cwd, &self.target] {
+            assert!(!dir.join("pwned").exists(), "{who}: a name was run as code");
+        }
+    }
+}
+
+/// A `find` that logs its arguments (and deletes nothing), ahead of the real one on PATH.
+/// busybox sh runs its own applets whatever PATH says, so this only works for dash/bash.
+pub fn fake_find(tree: &Tree) -> (PathBuf, String) {
+    let bin = tree.root.path().join("fake-bin");
+    fs::create_dir(&bin).expect("mkdir");
+    let log = tree.root.path().join("find.log");
+    let script = format!("#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\n", log.display());
+    fs::write(bin.join("find"), script).expect("write");
+    Command::new("chmod")
+        .arg("+x")
+        .arg(bin.join("find"))
+        .status()
+        .expect("chmod");
+    (log, format!("{}:/usr/bin:/bin", bin.display()))
 }
