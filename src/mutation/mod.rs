@@ -135,13 +135,13 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
 
     let mut mutated = object.clone();
     let mut warnings = Vec::new();
-    let template = if workload.template.is_empty() {
+    let template_mut = if workload.template.is_empty() {
         Some(&mut mutated)
     } else {
         mutated.pointer_mut(workload.template)
     };
-    if let Some(template) = template {
-        match pod::mutate(template, &settings, config) {
+    if let (Some(template_mut), Some(original)) = (template_mut, template) {
+        match pod::mutate(template_mut, original, &settings, config) {
             Ok(found) => warnings = found,
             Err(bad) => return refuse(bad),
         }

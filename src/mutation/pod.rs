@@ -27,13 +27,14 @@ enum Plan {
 }
 
 /// Mutates `template` in place; returns the warnings, or the annotation to refuse.
+/// `original` is the template as it came in, to tell whether anything changed.
 pub fn mutate(
     template: &mut Value,
+    original: &Value,
     settings: &Settings,
     config: &Config,
 ) -> Result<Vec<String>, BadAnnotation> {
     let mut warnings = Vec::new();
-    let before = template.clone();
     let Some(spec) = template.get_mut("spec").filter(|spec| spec.is_object()) else {
         return Ok(warnings);
     };
@@ -72,7 +73,7 @@ pub fn mutate(
     sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
 
     let grace = raise_grace(spec, settings, config, has_sidecar, &mut warnings);
-    let changed = *template != before;
+    let changed = template != original;
     let status_present = template
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(STATUS))
