@@ -10,18 +10,89 @@ use crate::config::Config;
 use crate::mutation::{self, Decision, Endpoint};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn {
+struct ReviewIn<'a> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    request: Option<Request>,
+    #[serde(borrow)]
+    request: Option<RequestIn<'a>>,
+}
+
+/// A request as read off the wire: the objects stay raw until we know they are needed,
+/// so that the common no-op answers never build a `Value` of the whole object.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<'a> {
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    kind: GroupVersionKind,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    operation: Operation,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+    #[serde(borrow, default)]
+    options: Option<&'a RawValue>,
+}
+
+/// Our annotation prefix without the `/`, which JSON may escape. The API server's encoder
+/// escapes neither letters, `-` nor `.`, so an object whose text lacks it carries none of
+/// our annotations.
+const ANNOTATION_MARK: &str = "prestop-injector.io";
+
+impl RequestIn<'_> {
+    /// Builds the core's request, parsing only the objects the endpoint can look at.
+    fn into_request(self, endpoint: Endpoint) -> Result<Request, BadReview> {
+        let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, BadReview> {
+            raw.map(|raw| serde_json::from_str(raw.get()))
+                .transpose()
+                .map_err(|e| BadReview(format!("request object is not valid JSON: {e}")))
+        };
+        let object = match (endpoint, self.object) {
+            (Endpoint::Validate, _) => None,
+            (Endpoint::Mutate, Some(raw)) if !raw.get().contains(ANNOTATION_MARK) => None,
+            (_, raw) => parse(raw)?,
+        };
+        let validating = endpoint == Endpoint::Validate;
+        Ok(Request {
+            uid: self.uid,
+            kind: self.kind,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            object,
+            old_object: if validating {
+                parse(self.old_object)?
+            } else {
+                None
+            },
+            dry_run: self.dry_run,
+            options: if validating {
+                parse(self.options)?
+            } else {
+                None
+            },
+        })
+    }
 }
 
 /// The parts of an AdmissionRequest we read. Everything else in the review is ignored.
@@ -173,7 +244,7 @@ pub fn review(body: &[u8], endpoint: Endpoint, config: &Config) -> Result<Review
     if request.uid.is_empty() {
         return Err(BadReview("AdmissionReview request has no uid".to_owned()));
     }
-    Ok(respond(request, endpoint, config))
+    Ok(respond(request.into_request(endpoint)?, endpoint, config))
 }
 
 /// Decides on an already parsed request and serializes the answer.
