@@ -48,7 +48,6 @@ fn check_patch_and_idempotence(relative: &str, args: &[&str]) -> Value {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn seed_job_gets_sh_a_composed_prestop_grace_and_status() {
     let job = check_patch_and_idempotence("examples/job-worker.yaml", &[]);
     let container = pointer(&job, "/spec/template/spec/containers/0");
@@ -85,7 +84,6 @@ fn seed_job_gets_sh_a_composed_prestop_grace_and_status() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn seed_job_warns_about_bash_and_diff_shows_the_additions() {
     let run = ok(mutate_file("examples/job-worker.yaml", &["-o", "diff"]));
     assert!(
@@ -118,7 +116,6 @@ fn seed_job_warns_about_bash_and_diff_shows_the_additions() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn the_review_example_mutates_like_the_manifest() {
     let run = ok(mutate_file(
         "examples/review-job-worker.json",
@@ -139,7 +136,6 @@ fn the_review_example_mutates_like_the_manifest() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn sleep70_deployment_gets_grace_80_and_keeps_bash() {
     let deployment = check_patch_and_idempotence("examples/deployment-sleep70.yaml", &[]);
     let spec = pointer(&deployment, "/spec/template/spec");
@@ -159,7 +155,6 @@ fn sleep70_deployment_gets_grace_80_and_keeps_bash() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn a_bad_annotation_is_denied_and_the_rest_still_printed() {
     let input = format!(
         "{}---\n{CONFIGMAP}",
@@ -189,7 +184,6 @@ fn a_bad_annotation_is_denied_and_the_rest_still_printed() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn auto_injects_into_an_unannotated_job_with_a_host_path() {
     let fixture = "tests/fixtures/job-unannotated-hostpath.yaml";
     assert_eq!(ok(mutate_file(fixture, &["-o", "patch"])).stdout, "[]\n");
@@ -210,7 +204,6 @@ fn auto_injects_into_an_unannotated_job_with_a_host_path() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn unknown_fields_survive_mutation() {
     let fixture = "tests/fixtures/job-unknown-fields.yaml";
     let job = check_patch_and_idempotence(fixture, &[]);
@@ -229,7 +222,6 @@ fn unknown_fields_survive_mutation() {
 }
 
 #[test]
-#[ignore = "needs the mutation engine"]
 fn other_kinds_carry_the_status_on_their_template() {
     let cronjob = check_patch_and_idempotence("tests/fixtures/cronjob-cleanup.yaml", &[]);
     assert!(cronjob

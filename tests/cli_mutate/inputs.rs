@@ -116,12 +116,12 @@ fn empty_input_prints_nothing() {
 
 #[test]
 fn yaml_1_1_octals_are_read_as_kubectl_does_and_booleans_are_flagged() {
-    let input = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    prestop-injector.io/inject: off\nspec:\n  volumes:\n  - name: cfg\n    configMap:\n      name: cfg\n      defaultMode: 0644\n";
+    let input = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels:\n    debug: on\nspec:\n  volumes:\n  - name: cfg\n    configMap:\n      name: cfg\n      defaultMode: 0644\n";
     let run = ok(mutate(&["-o", "json"], input));
     let pod = json_docs(&run.stdout).remove(0);
     assert_eq!(pod["spec"]["volumes"][0]["configMap"]["defaultMode"], 420);
     assert!(
-        run.stderr.contains("Warning: stdin: line 6: `prestop-injector.io/inject: off` is the boolean false for kubectl"),
+        run.stderr.contains("Warning: stdin: line 6: `debug: on` is the boolean true for kubectl"),
         "{}",
         run.stderr
     );
