@@ -121,7 +121,8 @@ fn yaml_1_1_octals_are_read_as_kubectl_does_and_booleans_are_flagged() {
     let pod = json_docs(&run.stdout).remove(0);
     assert_eq!(pod["spec"]["volumes"][0]["configMap"]["defaultMode"], 420);
     assert!(
-        run.stderr.contains("Warning: stdin: line 6: `debug: on` is the boolean true for kubectl"),
+        run.stderr
+            .contains("Warning: stdin: line 6: `debug: on` is the boolean true for kubectl"),
         "{}",
         run.stderr
     );
