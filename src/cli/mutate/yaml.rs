@@ -115,7 +115,9 @@ fn is_plain_safe(text: &str) -> bool {
         return false;
     };
     // Anything that starts like a number, a date or an indicator is quoted: cheap and safe.
-    if first.is_ascii_digit() || "-+.?:,[]{}#&*!|>'\"%@`".contains(first) {
+    // Flags like `-c` are common in commands and unambiguous: `-` then a letter.
+    let flag = first == '-' && text[1..].starts_with(|c: char| c.is_ascii_alphabetic());
+    if !flag && (first.is_ascii_digit() || "-+.?:,[]{}#&*!|>'\"%@`".contains(first)) {
         return false;
     }
     if text.ends_with(':') || text.contains(": ") || text.contains(" #") {
@@ -216,12 +218,13 @@ mod tests {
     fn yaml_1_1_booleans_and_numbers_stay_strings() {
         let value = json!({
             "a": "off", "b": "On", "c": "y", "d": "NO", "e": "0644", "f": "1_000",
-            "g": "12:30", "h": "", "i": "~", "j": "10s", "k": ".inf", "l": "-x", "on": 1,
+            "g": "12:30", "h": "", "i": "~", "j": "10s", "k": ".inf", "l": "-x", "m": "-1", "o": "-.5", "on": 1,
         });
         let text = round_trip(&value);
         assert!(text.contains("a: 'off'\n"), "{text}");
         assert!(text.contains("'on': 1\n"), "{text}");
         assert!(text.contains("j: '10s'\n"), "{text}");
+        assert!(text.contains("l: -x\nm: '-1'\no: '-.5'\n"), "{text}");
     }
 
     #[test]
