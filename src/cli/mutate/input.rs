@@ -86,15 +86,27 @@ fn yaml_documents(text: &str, source: &str, warnings: &mut Vec<String>) -> Resul
         let number = documents.len() + 1;
         let (piece, found) = yaml11::adapt(piece, first_line);
         warnings.extend(found.into_iter().map(|w| format!("{source}: {w}")));
-        let value: Value = serde_yaml::from_str(&piece).map_err(|e| {
-            anyhow!(
-                "{source}: document {number} (line {first_line}): invalid YAML: {}",
-                yaml_error(&e, first_line)
-            )
+        let value = parse_yaml(&piece).map_err(|e| {
+            let reason = match e.downcast_ref::<serde_yaml::Error>() {
+                Some(yaml) => yaml_error(yaml, first_line),
+                None => e.to_string(),
+            };
+            anyhow!("{source}: document {number} (line {first_line}): invalid YAML: {reason}")
         })?;
         documents.push((first_line, value));
     }
     Ok(documents)
+}
+
+/// kubectl applies YAML merge keys (`<<: *anchor`); serde_yaml only does on request, and
+/// that detour costs a conversion, so it is taken only when a merge key may be present.
+fn parse_yaml(piece: &str) -> Result<Value> {
+    if !piece.contains("<<") {
+        return Ok(serde_yaml::from_str(piece)?);
+    }
+    let mut value: serde_yaml::Value = serde_yaml::from_str(piece)?;
+    value.apply_merge()?;
+    Ok(serde_json::to_value(value)?)
 }
 
 /// `(first line, text)` of each piece; a piece starts at its `---` line, if any.
@@ -230,6 +242,24 @@ mod tests {
             "{error}"
         );
         assert!(error.contains("at line 6 column"), "{error}");
+    }
+
+    #[test]
+    fn merge_keys_are_applied_as_kubectl_does() {
+        let text = "apiVersion: v1\nkind: Pod\nx-base: &base\n  image: a\n  name: n\nspec:\n  containers:\n  - <<: *base\n    image: b\n";
+        let documents = read(text, "-").unwrap().documents;
+        let Body::Manifest(pod) = &documents[0].body else {
+            panic!("{documents:?}")
+        };
+        assert_eq!(
+            pod["spec"]["containers"][0],
+            serde_json::json!({"image": "b", "name": "n"})
+        );
+        let error = read("a: *missing\n<<: x\n", "-").unwrap_err().to_string();
+        assert!(
+            error.starts_with("-: document 1 (line 1): invalid YAML: "),
+            "{error}"
+        );
     }
 
     #[test]
