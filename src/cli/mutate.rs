@@ -122,7 +122,8 @@ fn decide(
         }
         Body::Review(review) => {
             let bytes = serde_json::to_vec(&review)?;
-            admission::review(&bytes, endpoint, config).map_err(|e| anyhow!("{label}: {e}"))?
+            let request = admission::parse_request(&bytes).map_err(|e| anyhow!("{label}: {e}"))?;
+            admission::respond(request, endpoint, config)
         }
     };
     if reviewed.outcome == Outcome::Error {
