@@ -303,8 +303,15 @@ fn warn_about_unmounted_cleanup(
         }) => argv,
         _ => return,
     };
-    let stale = stale_paths::unmounted_rm_targets(&argv.join(" "), &targets::mounts(container));
-    if let Some(path) = stale.first() {
+    let mounts = targets::mounts(container);
+    // The argv itself (`rm -rf /x`) or a script inside it (`sh -c "rm -rf /x"`).
+    let joined = argv.join(" ");
+    let stale = std::iter::once(&joined).chain(argv).find_map(|text| {
+        stale_paths::unmounted_rm_targets(text, &mounts)
+            .into_iter()
+            .next()
+    });
+    if let Some(path) = stale {
         warnings.push(format!(
             "container {:?}: preStop deletes {path}, which is on no volume mount",
             name_of(container)
