@@ -27,15 +27,22 @@ pub mod x509;
 pub use router::{probe_router, router, AppState};
 pub use serve::{Server, Settings, TlsSource};
 
-/// Flags of `prestop-injector serve`. Every flag can also be set with the environment
-/// variable shown, e.g. `PRESTOP_INJECTOR_LISTEN=0.0.0.0:9443`.
+/// Flags of `prestop-injector serve`, boxed so the CLI's command enum stays small.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub flags: Box<ServeFlags>,
+}
+
+/// Every flag can also be set with the environment variable shown, e.g.
+/// `PRESTOP_INJECTOR_LISTEN=0.0.0.0:9443`.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Durations accept 30s, 5m, 1m30s, 200ms or a bare number of seconds.\n\n\
 Try it locally:  prestop-injector serve --dev\n\
 In a cluster:    prestop-injector serve --tls-cert /tls/tls.crt --tls-key /tls/tls.key"
 )]
-pub struct ServeArgs {
+pub struct ServeFlags {
     /// Address of the HTTPS admission endpoints (/mutate, /mutate/auto, /validate).
     #[arg(long, env = "PRESTOP_INJECTOR_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
@@ -85,7 +92,7 @@ pub struct ServeArgs {
     pub log_level: String,
     /// Close a connection after its current request once it is older than this, so the
     /// API server's keep-alive connections rebalance across replicas.
-    #[arg(long, env = "PRESTOP_INJECTOR_MAX_CONNECTION_AGE", default_value = "5m", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_MAX_CONNECTION_AGE", default_value = "5m", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub max_connection_age: Duration,
     /// Request bodies larger than this are refused with 413.
     #[arg(long, env = "PRESTOP_INJECTOR_MAX_BODY_BYTES", default_value_t = 16 << 20)]
@@ -94,24 +101,24 @@ pub struct ServeArgs {
     #[arg(long, env = "PRESTOP_INJECTOR_MAX_CONNECTIONS", default_value_t = 1024)]
     pub max_connections: usize,
     /// Longest time for a TLS handshake, and for a request's headers once they start.
-    #[arg(long, env = "PRESTOP_INJECTOR_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_HEADER_READ_TIMEOUT", default_value = "10s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub header_read_timeout: Duration,
     /// Close connections idle for this long (keep it above the client's idle timeout,
     /// 90s for the API server, so the client closes first).
-    #[arg(long, env = "PRESTOP_INJECTOR_IDLE_TIMEOUT", default_value = "120s", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_IDLE_TIMEOUT", default_value = "120s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub idle_timeout: Duration,
     /// Upper bound on handling one request; the API server's ?timeout= can only shorten it.
-    #[arg(long, env = "PRESTOP_INJECTOR_REQUEST_TIMEOUT", default_value = "30s", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_REQUEST_TIMEOUT", default_value = "30s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub request_timeout: Duration,
     /// How often the certificate files are checked, besides file-change events.
-    #[arg(long, env = "PRESTOP_INJECTOR_CERT_POLL_INTERVAL", default_value = "10s", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_CERT_POLL_INTERVAL", default_value = "10s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub cert_poll_interval: Duration,
     /// After SIGTERM, keep serving (while /readyz says 503) for this long, so endpoints
     /// update before we stop accepting.
-    #[arg(long, env = "PRESTOP_INJECTOR_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_SHUTDOWN_DELAY", default_value = "5s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub shutdown_delay: Duration,
     /// After the delay, wait at most this long for in-flight requests, then exit.
-    #[arg(long, env = "PRESTOP_INJECTOR_DRAIN_TIMEOUT", default_value = "10s", value_parser = duration::parse_flag)]
+    #[arg(long, env = "PRESTOP_INJECTOR_DRAIN_TIMEOUT", default_value = "10s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub drain_timeout: Duration,
     /// Runtime worker threads [default: the CPUs this process may use].
     #[arg(long, env = "PRESTOP_INJECTOR_WORKER_THREADS")]
@@ -119,6 +126,7 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let args = *args.flags;
     logging::init(args.log_format, &args.log_level)?;
     let config = match &args.config {
         Some(path) => Config::load(path)?,
@@ -169,7 +177,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-fn tls_source(args: &ServeArgs) -> anyhow::Result<TlsSource> {
+fn tls_source(args: &ServeFlags) -> anyhow::Result<TlsSource> {
     if args.dev {
         let path = args
             .dev_ca_file
