@@ -15,7 +15,7 @@ CONNECTIONS=${CONNECTIONS:-16}
 PORT=${PORT:-18443}
 PROBE_PORT=${PROBE_PORT:-18080}
 BODY=${BODY:-bench/review-job.json}
-BIN=target/release/prestop-injector
+BIN=${BIN:-target/release/prestop-injector}
 URL="https://127.0.0.1:$PORT/mutate?timeout=10s"
 WORK=$(mktemp -d)
 trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$WORK"' EXIT
@@ -58,7 +58,8 @@ echo "== rss after wrk: $(rss)"
 
 echo "== h2load: HTTP/2, TLS, $CONNECTIONS connections, 1 stream each, ${DURATION}s"
 taskset -c "$CLIENT_CPU" h2load -c"$CONNECTIONS" -m1 -t1 -D"$DURATION" \
-  -H 'content-type: application/json' -d "$BODY" "$URL"
+  -H 'content-type: application/json' -d "$BODY" "$URL" |
+  grep -vE '^(progress|spawning|Warm-up|Main benchmark|Stopped|starting)'
 echo "== rss after h2load: $(rss)"
 
 echo "== server metrics (excerpt)"

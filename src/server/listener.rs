@@ -53,9 +53,21 @@ pub async fn accept_loop(
         let stream = match accepted {
             Ok((stream, _peer)) => stream,
             Err(error) => {
-                // Usually EMFILE/ENFILE: back off briefly rather than spin.
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                // Out of descriptors or memory: back off briefly rather than spin. Anything
+                // else (a peer that reset before we accepted) concerns one connection only.
+                const EMFILE: i32 = 24;
+                const ENFILE: i32 = 23;
+                const ENOMEM: i32 = 12;
+                const ENOBUFS: i32 = 105;
+                if matches!(
+                    error.raw_os_error(),
+                    Some(EMFILE | ENFILE | ENOMEM | ENOBUFS)
+                ) {
+                    tracing::warn!(%error, "accept failed; pausing accepts briefly");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                } else {
+                    tracing::debug!(%error, "accept failed");
+                }
                 continue;
             }
         };
