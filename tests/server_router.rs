@@ -65,6 +65,19 @@ async fn a_valid_review_is_answered_with_its_uid_on_every_endpoint() {
 }
 
 #[tokio::test]
+async fn a_large_review_is_answered_too() {
+    // Big enough to be reviewed off the runtime thread.
+    let mut review: serde_json::Value = serde_json::from_slice(&support::review("big")).unwrap();
+    review["request"]["object"]["metadata"]["annotations"] =
+        serde_json::json!({ "filler": "x".repeat(1 << 20) });
+    let state = Arc::new(AppState::new(Config::default()));
+    let request = post("/mutate", JSON, serde_json::to_vec(&review).unwrap());
+    let (status, body, _) = call(router(state), request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#""uid":"big""#));
+}
+
+#[tokio::test]
 async fn content_type_parameters_and_case_are_accepted() {
     let request = post(
         "/mutate",

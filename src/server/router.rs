@@ -205,8 +205,28 @@ async fn answer(
     if Instant::now() >= deadline {
         return Err(too_slow(timeout));
     }
-    review(&bytes, endpoint, &state.config).map_err(|bad| (StatusCode::BAD_REQUEST, bad.0))
+    let reviewed = if bytes.len() <= INLINE_REVIEW_BYTES {
+        review(&bytes, endpoint, &state.config)
+    } else {
+        // Parsing megabytes takes milliseconds: off the runtime, so one huge object cannot
+        // stall every other connection (with one worker thread, nothing else would run).
+        let config = state.config.clone();
+        let task = tokio::task::spawn_blocking(move || review(&bytes, endpoint, &config));
+        match task.await {
+            Ok(reviewed) => reviewed,
+            Err(error) => {
+                return Err((
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("review failed internally: {error}"),
+                ))
+            }
+        }
+    };
+    reviewed.map_err(|bad| (StatusCode::BAD_REQUEST, bad.0))
 }
+
+/// Typical reviews are a few KiB and take microseconds: inline is cheapest.
+const INLINE_REVIEW_BYTES: usize = 256 << 10;
 
 /// `?timeout=10s` as the API server sends it. `Ok(None)` when absent.
 fn query_timeout(query: Option<&str>) -> Result<Option<Duration>, String> {
