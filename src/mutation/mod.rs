@@ -14,12 +14,25 @@
 
 use crate::admission::Request;
 use crate::config::Config;
+use serde_json::Value;
+use settings::{Annotations, BadAnnotation};
 
 pub mod bashism;
+mod existing;
 pub mod hook;
 pub mod image;
+mod orphan;
+mod pod;
 pub mod script;
+pub mod settings;
 pub mod shell_fix;
+mod sidecar;
+pub mod targets;
+pub mod workload;
+
+pub use orphan::MESSAGE as ORPHAN_DELETE_MESSAGE;
+pub use pod::DEFAULT_GRACE_SECONDS;
+pub use sidecar::NAME as SIDECAR_NAME;
 
 /// Which URL the review came to; decides the default scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +91,126 @@ impl Decision {
 
 /// Decides one admission request.
 pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decision {
-    let _ = (request, endpoint, config);
-    Decision::allow()
+    if endpoint == Endpoint::Validate {
+        return orphan::check(request, config);
+    }
+    if request
+        .sub_resource
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
+    {
+        return Decision::allow();
+    }
+    let (Some(workload), Some(object)) = (
+        workload::find(&request.kind, request.operation),
+        &request.object,
+    ) else {
+        return Decision::allow();
+    };
+    let template = if workload.template.is_empty() {
+        Some(object)
+    } else {
+        object.pointer(workload.template)
+    };
+    let annotations = Annotations::new(Some(object), template);
+    let refuse = |bad: BadAnnotation| {
+        Decision::deny(Denial {
+            code: 400,
+            reason: "bad_annotation",
+            message: format!("{} {}: {bad}", request.kind.kind, describe(request, object)),
+        })
+    };
+    match annotations.opted_out() {
+        Err(bad) => return refuse(bad),
+        Ok(true) => return Decision::allow(),
+        Ok(false) => {}
+    }
+    if endpoint == Endpoint::Mutate && !annotations.requests_injection() {
+        return Decision::allow();
+    }
+    let settings = match annotations.settings(endpoint, config) {
+        Ok(settings) => settings,
+        Err(bad) => return refuse(bad),
+    };
+
+    let mut mutated = object.clone();
+    let mut warnings = Vec::new();
+    let template = if workload.template.is_empty() {
+        Some(&mut mutated)
+    } else {
+        mutated.pointer_mut(workload.template)
+    };
+    if let Some(template) = template {
+        match pod::mutate(template, &settings, config) {
+            Ok(found) => warnings = found,
+            Err(bad) => return refuse(bad),
+        }
+    }
+    if let Some(seconds) = settings.ttl_after_finished {
+        match workload
+            .job_spec
+            .and_then(|pointer| mutated.pointer_mut(pointer))
+            .and_then(Value::as_object_mut)
+        {
+            Some(job_spec)
+                if job_spec
+                    .get("ttlSecondsAfterFinished")
+                    .is_none_or(Value::is_null) =>
+            {
+                job_spec.insert("ttlSecondsAfterFinished".to_owned(), Value::from(seconds));
+            }
+            Some(_) => {}
+            None if workload.kind != "Pod" => warnings.push(format!(
+                "{} ignored: it applies to Jobs and CronJobs only",
+                settings::TTL_AFTER_FINISHED
+            )),
+            None => {}
+        }
+    }
+    let patch = json_patch::diff(object, &mutated);
+    Decision {
+        patch: (!patch.0.is_empty()).then_some(patch),
+        warnings: warnings.into_iter().map(shorten).collect(),
+        denial: None,
+    }
+}
+
+/// `namespace/name` of the object for messages; `generateName` objects have no name yet.
+fn describe(request: &Request, object: &Value) -> String {
+    let metadata = object.get("metadata");
+    let field = |key: &str| {
+        metadata
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = request
+        .name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .or_else(|| field("name"))
+        .map(str::to_owned)
+        .or_else(|| field("generateName").map(|prefix| format!("{prefix}*")))
+        .unwrap_or_else(|| "(unnamed)".to_owned());
+    match request
+        .namespace
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .or_else(|| field("namespace"))
+    {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name,
+    }
+}
+
+/// Warnings longer than this are cut: the API server and kubectl show them on one line.
+pub const MAX_WARNING_CHARS: usize = 120;
+
+fn shorten(warning: String) -> String {
+    if warning.chars().count() <= MAX_WARNING_CHARS {
+        return warning;
+    }
+    let mut short: String = warning.chars().take(MAX_WARNING_CHARS - 1).collect();
+    short.push('…');
+    short
 }
