@@ -14,7 +14,7 @@ DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-16}
 PORT=${PORT:-18443}
 PROBE_PORT=${PROBE_PORT:-18080}
-BODY=${BODY:-bench/review-job.json}
+BODY=${BODY:-examples/review-job-worker.json}
 BIN=${BIN:-target/release/prestop-injector}
 URL="https://127.0.0.1:$PORT/mutate?timeout=10s"
 WORK=$(mktemp -d)
