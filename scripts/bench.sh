@@ -49,20 +49,44 @@ curl -s --cacert "$WORK/ca.pem" -H 'Content-Type: application/json' --data @"$BO
   "https://localhost:$PORT/mutate" | head -c 400; echo
 
 rss() { awk '/VmRSS|VmHWM/ {printf "%s %d KiB  ", $1, $2} END {print ""}' "/proc/$SERVER/status"; }
+# Server CPU time (seconds) and answered requests, to report reviews per CPU-second: the
+# cores are shared, so requests per wall-second alone understates a contended run.
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($14 + $15) / hz}' "/proc/$SERVER/stat"; }
+answered() {
+  curl -s "http://127.0.0.1:$PROBE_PORT/metrics" |
+    awk '/^prestop_injector_request_duration_seconds_count/ {n += $2} END {printf "%d", n}'
+}
+measure() { # name, command...
+  local name=$1; shift
+  local cpu0 n0 t0 cpu1 n1 t1
+  cpu0=$(cpu); n0=$(answered); t0=$(date +%s.%N)
+  "$@"
+  cpu1=$(cpu); n1=$(answered); t1=$(date +%s.%N)
+  awk -v name="$name" -v n=$((n1 - n0)) -v c="$(echo "$cpu1 - $cpu0" | bc)" -v w="$(echo "$t1 - $t0" | bc)" \
+    'BEGIN {printf "== %s: %d answers in %.2fs wall, server used %.2f CPU-s (%.0f%% of its core) => %.0f answers/wall-s, %.0f answers/CPU-s\n", name, n, w, c, 100*c/w, n/w, n/c}'
+  echo "== rss: $(rss)"
+}
 echo "== rss idle: $(rss)"
 
-echo "== wrk: HTTP/1.1 keep-alive, TLS, $CONNECTIONS connections, ${DURATION}s"
-BENCH_BODY=$BODY taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" \
-  --latency -s bench/post.lua "$URL"
-echo "== rss after wrk: $(rss)"
+H2_FILTER='^(progress|spawning|Warm-up|Main benchmark|Stopped|starting)'
+run_wrk() { BENCH_BODY=$1 taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s bench/post.lua "$URL"; }
+run_h2load() {
+  taskset -c "$CLIENT_CPU" h2load -c"$CONNECTIONS" -m1 -t1 -D"$DURATION" \
+    -H 'content-type: application/json' -d "$1" "$URL" | grep -vE "$H2_FILTER"
+}
 
-echo "== h2load: HTTP/2, TLS, $CONNECTIONS connections, 1 stream each, ${DURATION}s"
-taskset -c "$CLIENT_CPU" h2load -c"$CONNECTIONS" -m1 -t1 -D"$DURATION" \
-  -H 'content-type: application/json' -d "$BODY" "$URL" |
-  grep -vE '^(progress|spawning|Warm-up|Main benchmark|Stopped|starting)'
-echo "== rss after h2load: $(rss)"
+echo "== wrk: HTTP/1.1 keep-alive, TLS, $CONNECTIONS connections, ${DURATION}s, seed Job (patched)"
+measure "wrk seed Job" run_wrk "$BODY"
+
+echo "== h2load: HTTP/2, TLS, $CONNECTIONS connections x 1 stream, ${DURATION}s, seed Job (patched)"
+measure "h2load seed Job" run_h2load "$BODY"
+
+# The same Job without our annotation: allowed unchanged, so the transport dominates.
+sed 's/prestop-injector.io\/cleanup/example.com\/cleanup/' "$BODY" >"$WORK/unchanged.json"
+echo "== wrk: HTTP/1.1, out-of-scope Job (unchanged; transport ceiling)"
+measure "wrk unchanged Job" run_wrk "$WORK/unchanged.json"
 
 echo "== server metrics (excerpt)"
 curl -s "http://127.0.0.1:$PROBE_PORT/metrics" |
-  grep -E '^prestop_injector_(requests_total|rejected|patches_total|request_duration_seconds_(count|bucket\{le="0.001"))' || true
+  grep -E '^prestop_injector_(requests_total|rejected|patches_total|request_duration_seconds_(count|sum))' || true
 echo "== server log lines during the run: $(wc -l <"$WORK/server.log")"
