@@ -31,6 +31,9 @@ pub struct ConnLimits {
     pub idle_timeout: Duration,
     /// Older connections are closed after their current request (SPEC §10).
     pub max_age: Duration,
+    /// Once a graceful close has started, how long the connection may take to finish
+    /// (a client that stops reading its response would otherwise hold it forever).
+    pub close_grace: Duration,
 }
 
 impl ConnLimits {
@@ -246,6 +249,7 @@ mod tests {
         header_timeout: Duration::from_millis(0),
         idle_timeout: Duration::from_secs(3600),
         max_age: Duration::from_secs(3600),
+        close_grace: Duration::from_secs(3600),
     };
 
     #[test]

@@ -9,7 +9,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
@@ -169,7 +169,7 @@ async fn drive<C>(
     C: Future<Output = Result<(), hyper::Error>>,
 {
     let mut conn = pin!(conn);
-    let mut closing = false;
+    let mut closing: Option<Instant> = None;
     let mut tick = tokio::time::interval(limits.tick());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -180,21 +180,29 @@ async fn drive<C>(
                 }
                 return;
             }
-            _ = signalled(&mut shutdown), if !closing => {
-                closing = true;
+            _ = signalled(&mut shutdown), if closing.is_none() => {
+                closing = Some(Instant::now());
                 graceful(conn.as_mut());
             }
-            _ = tick.tick() => match state.verdict(limits, http2) {
-                Verdict::Keep => {}
-                Verdict::Graceful => if !closing {
-                    closing = true;
-                    graceful(conn.as_mut());
-                },
-                Verdict::Drop => {
-                    tracing::debug!("client stalled sending a request; closing");
+            _ = tick.tick() => {
+                if closing.is_some_and(|since| since.elapsed() >= limits.close_grace) {
+                    tracing::debug!("connection did not finish closing in time; dropping it");
                     return;
                 }
-            },
+                match state.verdict(limits, http2) {
+                    Verdict::Keep => {}
+                    Verdict::Graceful => {
+                        if closing.is_none() {
+                            closing = Some(Instant::now());
+                            graceful(conn.as_mut());
+                        }
+                    }
+                    Verdict::Drop => {
+                        tracing::debug!("client stalled sending a request; closing");
+                        return;
+                    }
+                }
+            }
         }
     }
 }

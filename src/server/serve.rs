@@ -138,6 +138,8 @@ impl Server {
                 header_timeout: settings.header_timeout,
                 idle_timeout: settings.idle_timeout,
                 max_age: settings.max_connection_age,
+                // Whatever is in flight gets the time a request may take anyway.
+                close_grace: settings.request_timeout,
             },
             max_connections: settings.max_connections,
         });
