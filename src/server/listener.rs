@@ -143,6 +143,9 @@ async fn connection(
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .keep_alive(true)
+            // One flat buffer per response: with vectored writes rustls would seal the head
+            // and the body as separate TLS records (two encryptions, two syscalls).
+            .writev(false)
             .serve_connection(io, service);
         drive(
             conn,
