@@ -113,8 +113,9 @@ async fn sigterm_flips_readiness_finishes_in_flight_requests_and_exits_zero() {
     tls.write_all(first).await.unwrap();
     tls.flush().await.unwrap();
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
+    // The shell's builtin `kill`: present wherever `sh` is, unlike /bin/kill (procps).
+    let status = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.0.id())])
         .status()
         .unwrap();
     assert!(status.success());

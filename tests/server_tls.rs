@@ -43,6 +43,29 @@ async fn http1_and_http2_answer_reviews_over_verified_tls() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_1_2_clients_are_served_too() {
+    let pki = Pki::new();
+    let server = support::start(Settings::default(), &pki).await;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca = rustls::pki_types::pem::PemObject::from_pem_slice(pki.ca_pem.as_bytes()).unwrap();
+    roots.add(ca).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS12])
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tls = support::tls_connect(server.addr(), std::sync::Arc::new(config))
+        .await
+        .unwrap();
+    assert_eq!(
+        tls.get_ref().1.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn error_rows_over_a_real_socket() {
     let pki = Pki::new();
     let server = support::start(Settings::default(), &pki).await;
