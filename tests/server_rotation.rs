@@ -185,3 +185,32 @@ async fn a_bad_pair_at_start_is_a_clear_error() {
         .expect("missing key accepted");
     assert!(format!("{error:#}").contains("--tls-key"), "{error:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_alone_picks_up_a_rotation() {
+    let (old, new) = (Pki::new(), Pki::new());
+    let dir = tempfile::tempdir().unwrap();
+    let files = secret_volume(dir.path(), &old);
+    let poll = Duration::from_millis(200);
+    let settings = Settings {
+        cert_poll_interval: poll,
+        watch_cert_files: false,
+        ..Settings::default()
+    };
+    let server = Server::bind(settings, TlsSource::Files(files))
+        .await
+        .unwrap();
+    let cas = [old.ca_pem.as_str(), new.ca_pem.as_str()];
+    assert_eq!(served(&server, &cas).await, old.leaf_der());
+    publish(dir.path(), "v2", &new.cert_pem, &new.key_pem);
+    let swapped = Instant::now();
+    support::eventually(
+        Duration::from_secs(10),
+        "the polled certificate",
+        || async { (served(&server, &cas).await == new.leaf_der()).then_some(()) },
+    )
+    .await;
+    // One poll interval, plus scheduling slack on a busy machine.
+    assert!(swapped.elapsed() < poll * 5, "{:?}", swapped.elapsed());
+    assert_eq!(reloads(&server, "success"), 1.0);
+}

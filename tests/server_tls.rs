@@ -139,6 +139,34 @@ async fn idle_connections_do_not_stop_a_real_request() {
     drop((idle, silent));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_wait_until_one_closes() {
+    let pki = Pki::new();
+    let settings = Settings {
+        max_connections: 2,
+        ..Settings::default()
+    };
+    let server = support::start(settings, &pki).await;
+    let config = support::client_config(&[&pki.ca_pem], &[b"http/1.1"]);
+    let first = support::tls_connect(server.addr(), config.clone())
+        .await
+        .unwrap();
+    let _second = support::tls_connect(server.addr(), config.clone())
+        .await
+        .unwrap();
+    let mut third = tokio::spawn(support::tls_connect(server.addr(), config));
+    // Bounded wait for a non-event: the third handshake must not complete at the cap.
+    assert!(tokio::time::timeout(Duration::from_millis(300), &mut third)
+        .await
+        .is_err());
+    drop(first);
+    let third = tokio::time::timeout(LIMIT, third)
+        .await
+        .expect("a freed slot was never reused")
+        .unwrap();
+    assert!(third.is_ok());
+}
+
 fn short_timeouts() -> Settings {
     Settings {
         header_timeout: Duration::from_millis(300),

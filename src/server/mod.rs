@@ -144,6 +144,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         max_connection_age: args.max_connection_age,
         max_connections: args.max_connections,
         cert_poll_interval: args.cert_poll_interval.max(Duration::from_millis(10)),
+        watch_cert_files: true,
         shutdown_delay: args.shutdown_delay,
         drain_timeout: args.drain_timeout,
     };

@@ -28,6 +28,9 @@ pub struct Settings {
     pub max_connection_age: Duration,
     pub max_connections: usize,
     pub cert_poll_interval: Duration,
+    /// Watch the certificate directories for events besides polling (off only in tests
+    /// that prove polling alone suffices, e.g. on volumes without inotify).
+    pub watch_cert_files: bool,
     pub shutdown_delay: Duration,
     pub drain_timeout: Duration,
 }
@@ -46,6 +49,7 @@ impl Default for Settings {
             max_connection_age: Duration::from_secs(300),
             max_connections: 1024,
             cert_poll_interval: Duration::from_secs(10),
+            watch_cert_files: true,
             shutdown_delay: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(10),
         }
@@ -125,6 +129,7 @@ impl Server {
                     metrics: metrics.clone(),
                     provider,
                     poll: settings.cert_poll_interval,
+                    watch: settings.watch_cert_files,
                     seen: (cert, key),
                 }
                 .run(),

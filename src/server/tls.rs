@@ -143,6 +143,8 @@ pub struct Reloader {
     pub metrics: Arc<Metrics>,
     pub provider: Arc<CryptoProvider>,
     pub poll: Duration,
+    /// Also react to file events (inotify); polling alone still catches every change.
+    pub watch: bool,
     /// Contents last tried (good or bad), so a bad pair is reported once, not every poll.
     pub seen: (Vec<u8>, Vec<u8>),
 }
@@ -155,7 +157,11 @@ impl Reloader {
     pub async fn run(mut self) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         // Kept alive for the life of the loop; dropping it stops the inotify watches.
-        let watcher = watch_dirs(&self.files, tx);
+        let watcher = if self.watch {
+            watch_dirs(&self.files, tx)
+        } else {
+            None
+        };
         let mut watching = watcher.is_some();
         let mut ticker = tokio::time::interval(self.poll);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
