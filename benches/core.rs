@@ -8,6 +8,10 @@ use prestop_injector::admission;
 use prestop_injector::config::Config;
 use prestop_injector::mutation::Endpoint;
 
+// The same allocator as the binary, so the figure is the one the server sees.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SEED_REVIEW: &str = include_str!("../examples/review-job-worker.json");
 
 fn seed_job(c: &mut Criterion) {

@@ -252,6 +252,26 @@ proptest! {
         check_targets(&patched)?;
     }
 
+    /// The server skips parsing objects it cannot act on (admission::review): it must
+    /// decide exactly as the core does on the whole object, whatever the object carries.
+    #[test]
+    fn the_server_path_decides_like_the_core(mut object in job(), auto in any::<bool>(), ttl in any::<bool>()) {
+        object["metadata"]["managedFields"] = json!([{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:template": {}}}}]);
+        object["spec"]["selector"] = json!({"matchLabels": {"a": "b"}});
+        object["spec"]["parallelism"] = json!(2);
+        object["status"] = json!({"active": 1});
+        if ttl {
+            object["spec"]["ttlSecondsAfterFinished"] = json!(7);
+        }
+        let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
+        let config = Config::default();
+        let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": "batch", "version": "v1", "kind": "Job"}, "namespace": "default", "operation": "CREATE", "object": object}});
+        let partial = admission::review(review.to_string().as_bytes(), endpoint, &config).map_err(|e| TestCaseError::fail(e.0))?;
+        let whole = decide(&request(Operation::Create, object), endpoint, &config);
+        prop_assert_eq!(partial.decision, whole);
+    }
+
     #[test]
     fn arbitrary_objects_never_panic(object in arbitrary_json(), kind in pick(&["Job", "CronJob", "Pod", "Deployment"]), auto in any::<bool>()) {
         let group = match kind { "Pod" => "", "Deployment" => "apps", _ => "batch" };

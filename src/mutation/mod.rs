@@ -14,6 +14,8 @@
 
 use crate::admission::Request;
 use crate::config::Config;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation};
 use serde_json::Value;
 use settings::{Annotations, BadAnnotation};
 
@@ -27,6 +29,7 @@ pub mod script;
 pub mod settings;
 pub mod shell_fix;
 mod sidecar;
+mod stale_paths;
 pub mod targets;
 pub mod workload;
 
@@ -133,31 +136,41 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
         Err(bad) => return refuse(bad),
     };
 
-    let mut mutated = object.clone();
+    // Only the pod template is copied and diffed: the rest of the object (metadata with
+    // its managedFields is often the larger half) is never touched by the feature.
+    let mut operations = Vec::new();
     let mut warnings = Vec::new();
-    let template = if workload.template.is_empty() {
-        Some(&mut mutated)
-    } else {
-        mutated.pointer_mut(workload.template)
-    };
-    if let Some(template) = template {
-        match pod::mutate(template, &settings, config) {
+    if let Some(original) = template {
+        let mut mutated = original.clone();
+        match pod::mutate(&mut mutated, original, &settings, config) {
             Ok(found) => warnings = found,
             Err(bad) => return refuse(bad),
+        }
+        operations = json_patch::diff(original, &mutated).0;
+        if !workload.template.is_empty() {
+            let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
+            for operation in &mut operations {
+                let path = prefix.concat(operation.path());
+                set_path(operation, path);
+            }
         }
     }
     if let Some(seconds) = settings.ttl_after_finished {
         match workload
             .job_spec
-            .and_then(|pointer| mutated.pointer_mut(pointer))
-            .and_then(Value::as_object_mut)
+            .map(|pointer| (pointer, object.pointer(pointer).and_then(Value::as_object)))
         {
-            Some(job_spec)
+            // A single scalar added where it is absent: the one operation a diff would give.
+            Some((pointer, Some(job_spec)))
                 if job_spec
                     .get("ttlSecondsAfterFinished")
                     .is_none_or(Value::is_null) =>
             {
-                job_spec.insert("ttlSecondsAfterFinished".to_owned(), Value::from(seconds));
+                operations.push(PatchOperation::Add(AddOperation {
+                    path: PointerBuf::parse(format!("{pointer}/ttlSecondsAfterFinished"))
+                        .unwrap_or_default(),
+                    value: Value::from(seconds),
+                }));
             }
             Some(_) => {}
             None if workload.kind != "Pod" => warnings.push(format!(
@@ -167,11 +180,22 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             None => {}
         }
     }
-    let patch = json_patch::diff(object, &mutated);
+    let patch = json_patch::Patch(operations);
     Decision {
         patch: (!patch.0.is_empty()).then_some(patch),
         warnings: warnings.into_iter().map(shorten).collect(),
         denial: None,
+    }
+}
+
+fn set_path(operation: &mut PatchOperation, path: PointerBuf) {
+    match operation {
+        PatchOperation::Add(op) => op.path = path,
+        PatchOperation::Remove(op) => op.path = path,
+        PatchOperation::Replace(op) => op.path = path,
+        PatchOperation::Move(op) => op.path = path,
+        PatchOperation::Copy(op) => op.path = path,
+        PatchOperation::Test(op) => op.path = path,
     }
 }
 

@@ -6,7 +6,7 @@ use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
-use super::{image, script, shell_fix};
+use super::{image, script, shell_fix, stale_paths};
 use crate::config::{Config, Mode};
 use serde_json::{json, Map, Value};
 
@@ -27,13 +27,14 @@ enum Plan {
 }
 
 /// Mutates `template` in place; returns the warnings, or the annotation to refuse.
+/// `original` is the template as it came in, to tell whether anything changed.
 pub fn mutate(
     template: &mut Value,
+    original: &Value,
     settings: &Settings,
     config: &Config,
 ) -> Result<Vec<String>, BadAnnotation> {
     let mut warnings = Vec::new();
-    let before = template.clone();
     let Some(spec) = template.get_mut("spec").filter(|spec| spec.is_object()) else {
         return Ok(warnings);
     };
@@ -72,7 +73,7 @@ pub fn mutate(
     sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
 
     let grace = raise_grace(spec, settings, config, has_sidecar, &mut warnings);
-    let changed = *template != before;
+    let changed = template != original;
     let status_present = template
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(STATUS))
@@ -238,6 +239,7 @@ fn plan_container(
     warnings: &mut Vec<String>,
 ) -> Plan {
     let existing = Existing::of(container);
+    warn_about_unmounted_cleanup(container, &existing, warnings);
     let Some(action) = action else {
         return if matches!(existing, Existing::Ours(_)) {
             Plan::Restore
@@ -285,6 +287,36 @@ fn plan_container(
         before: existing.before(),
         action,
     })
+}
+
+/// Warns once per container when its own preStop deletes paths outside its volumes.
+fn warn_about_unmounted_cleanup(
+    container: &Value,
+    existing: &Existing,
+    warnings: &mut Vec<String>,
+) {
+    let argv = match existing {
+        Existing::Exec(argv) => argv,
+        Existing::Ours(Hook {
+            before: Before::Exec(argv),
+            ..
+        }) => argv,
+        _ => return,
+    };
+    let mounts = targets::mounts(container);
+    // The argv itself (`rm -rf /x`) or a script inside it (`sh -c "rm -rf /x"`).
+    let joined = argv.join(" ");
+    let stale = std::iter::once(&joined).chain(argv).find_map(|text| {
+        stale_paths::unmounted_rm_targets(text, &mounts)
+            .into_iter()
+            .next()
+    });
+    if let Some(path) = stale {
+        warnings.push(format!(
+            "container {:?}: preStop deletes {path}, which is on no volume mount",
+            name_of(container)
+        ));
+    }
 }
 
 /// The object at `value[key]`, created when absent or null; `None` when it is something else.
