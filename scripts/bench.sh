@@ -4,7 +4,8 @@
 # Builds the release binary, starts it pinned to CPU $SERVER_CPU with --dev, and loads it
 # from CPU $CLIENT_CPU with wrk (HTTP/1.1 keep-alive over TLS, the API server's path)
 # and h2load (HTTP/2). Traffic stays on 127.0.0.1; every run is bounded by $DURATION.
-# Needs: wrk, h2load (Debian: wrk, nghttp2-client), curl, taskset.
+# SERVER_ARGS adds flags to the server (e.g. "--log-level warn"); SKIP_BUILD=1 reuses the
+# binary. Needs: wrk, h2load (Debian: wrk, nghttp2-client), curl, taskset.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +36,7 @@ echo "server on cpu $SERVER_CPU, load generators on cpu $CLIENT_CPU"
 start_ns=$(date +%s%N)
 taskset -c "$SERVER_CPU" "$BIN" serve --dev --dev-ca-file "$WORK/ca.pem" \
   --listen "127.0.0.1:$PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
-  --shutdown-delay 0s >"$WORK/server.out" 2>"$WORK/server.log" &
+  --shutdown-delay 0s ${SERVER_ARGS:-} >"$WORK/server.out" 2>"$WORK/server.log" &
 SERVER=$!
 until curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" >/dev/null; do
   kill -0 "$SERVER" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
