@@ -332,3 +332,17 @@ async fn metrics_port_counts_what_happened() {
         .as_secs_f64();
     assert!(expiry > now && expiry < now + 2.0 * 86400.0, "{expiry}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_server_stops_accepting() {
+    let pki = Pki::new();
+    let server = support::start(Settings::default(), &pki).await;
+    let (addr, probe) = (server.addr(), server.probe_addr());
+    drop(server);
+    support::eventually(LIMIT, "both listeners to close", || async {
+        let tls = tokio::net::TcpStream::connect(addr).await.is_err();
+        let plain = tokio::net::TcpStream::connect(probe).await.is_err();
+        (tls && plain).then_some(())
+    })
+    .await;
+}

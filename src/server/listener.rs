@@ -4,6 +4,7 @@
 
 use super::connection::{ConnLimits, ConnService, ConnState, Tracked, Verdict};
 use super::metrics::Metrics;
+use super::shutdown::signalled;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
@@ -21,11 +22,6 @@ pub struct Acceptor {
     pub metrics: Arc<Metrics>,
     pub limits: ConnLimits,
     pub max_connections: usize,
-}
-
-/// Resolves once shutdown has been signalled (or its sender is gone).
-pub async fn signalled(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 /// Accepts until shutdown. Each connection task holds a clone of `shutdown`, which is how

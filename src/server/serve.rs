@@ -3,9 +3,10 @@
 //! both go through [`Server::bind`].
 
 use super::connection::ConnLimits;
-use super::listener::{accept_loop, signalled, Acceptor};
+use super::listener::{accept_loop, Acceptor};
 use super::metrics::Metrics;
 use super::router::{probe_router, router, AppState, Readiness};
+use super::shutdown::signalled;
 use super::tls::{self, CertFiles, Reloader, Resolver};
 use crate::config::Config;
 use anyhow::Context as _;
@@ -65,7 +66,8 @@ pub enum TlsSource {
     Pem { cert: String, key: String },
 }
 
-/// A running server.
+/// A running server. Dropping it stops accepting and closes connections gracefully
+/// (without the shutdown delay); [`Server::shutdown`] is the full SIGTERM sequence.
 pub struct Server {
     addr: SocketAddr,
     probe_addr: SocketAddr,
@@ -132,7 +134,7 @@ impl Server {
                     watch: settings.watch_cert_files,
                     seen: (cert, key),
                 }
-                .run(),
+                .run(shutdown_rx.clone()),
             );
         }
         let acceptor = Arc::new(Acceptor {
@@ -195,5 +197,11 @@ impl Server {
         tokio::time::timeout(self.drain_timeout, self.shutdown.closed())
             .await
             .is_ok()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
     }
 }

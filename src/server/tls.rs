@@ -8,6 +8,7 @@
 //! request fails during a rotation.
 
 use super::metrics::Metrics;
+use super::shutdown::signalled;
 use super::x509;
 use anyhow::Context as _;
 use rustls::crypto::CryptoProvider;
@@ -19,7 +20,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// Where the PEM files live.
 #[derive(Debug, Clone)]
@@ -154,7 +155,8 @@ pub struct Reloader {
 const DEBOUNCE: Duration = Duration::from_millis(50);
 
 impl Reloader {
-    pub async fn run(mut self) {
+    /// Runs until the server shuts down.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         // Kept alive for the life of the loop; dropping it stops the inotify watches.
         let watcher = if self.watch {
@@ -177,6 +179,7 @@ impl Reloader {
                     while rx.try_recv().is_ok() {}
                 }
                 _ = ticker.tick() => {}
+                _ = signalled(&mut shutdown) => return,
             }
             self.check();
         }
