@@ -324,10 +324,10 @@ fn log_review(endpoint: Endpoint, reviewed: &Reviewed, elapsed: Duration) {
     }
     match reviewed.outcome {
         Outcome::Unchanged => {
-            tracing::debug!(elapsed_us, warnings = ?decision.warnings, "allowed unchanged")
+            tracing::debug!(elapsed_us, warnings = ?decision.warnings, "review allowed unchanged")
         }
-        Outcome::Patched => decided!(info, "patched"),
-        Outcome::Denied => decided!(info, "denied"),
+        Outcome::Patched => decided!(info, "review patched"),
+        Outcome::Denied => decided!(info, "review denied"),
         Outcome::Error => decided!(error, "internal error while deciding"),
     }
 }
