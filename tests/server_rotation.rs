@@ -210,7 +210,8 @@ async fn polling_alone_picks_up_a_rotation() {
         || async { (served(&server, &cas).await == new.leaf_der()).then_some(()) },
     )
     .await;
-    // One poll interval, plus scheduling slack on a busy machine.
-    assert!(swapped.elapsed() < poll * 5, "{:?}", swapped.elapsed());
+    // One poll interval plus generous slack for a busy CI machine; still far below the
+    // 10 s default, so it is the configured interval at work.
+    assert!(swapped.elapsed() < poll * 10, "{:?}", swapped.elapsed());
     assert_eq!(reloads(&server, "success"), 1.0);
 }

@@ -124,7 +124,8 @@ async fn connection(
     if http2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
-            .max_concurrent_streams(256)
+            // Each stream may buffer a body up to --max-body-bytes; keep the product sane.
+            .max_concurrent_streams(32)
             .serve_connection(io, service);
         drive(
             conn,
