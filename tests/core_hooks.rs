@@ -63,6 +63,13 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
         "{}",
         outcome.warnings()
     );
+    assert!(
+        outcome
+            .warnings()
+            .contains("preStop deletes /cadm-package/*, which is on no volume mount"),
+        "{}",
+        outcome.warnings()
+    );
     assert!(outcome
         .decision
         .warnings

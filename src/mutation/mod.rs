@@ -29,6 +29,7 @@ pub mod script;
 pub mod settings;
 pub mod shell_fix;
 mod sidecar;
+mod stale_paths;
 pub mod targets;
 pub mod workload;
 

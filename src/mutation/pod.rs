@@ -6,7 +6,7 @@ use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
-use super::{image, script, shell_fix};
+use super::{image, script, shell_fix, stale_paths};
 use crate::config::{Config, Mode};
 use serde_json::{json, Map, Value};
 
@@ -239,6 +239,7 @@ fn plan_container(
     warnings: &mut Vec<String>,
 ) -> Plan {
     let existing = Existing::of(container);
+    warn_about_unmounted_cleanup(container, &existing, warnings);
     let Some(action) = action else {
         return if matches!(existing, Existing::Ours(_)) {
             Plan::Restore
@@ -286,6 +287,36 @@ fn plan_container(
         before: existing.before(),
         action,
     })
+}
+
+/// Warns once per container when its own preStop deletes paths outside its volumes.
+fn warn_about_unmounted_cleanup(
+    container: &Value,
+    existing: &Existing,
+    warnings: &mut Vec<String>,
+) {
+    let argv = match existing {
+        Existing::Exec(argv) => argv,
+        Existing::Ours(Hook {
+            before: Before::Exec(argv),
+            ..
+        }) => argv,
+        _ => return,
+    };
+    let mounts = targets::mounts(container);
+    // The argv itself (`rm -rf /x`) or a script inside it (`sh -c "rm -rf /x"`).
+    let joined = argv.join(" ");
+    let stale = std::iter::once(&joined).chain(argv).find_map(|text| {
+        stale_paths::unmounted_rm_targets(text, &mounts)
+            .into_iter()
+            .next()
+    });
+    if let Some(path) = stale {
+        warnings.push(format!(
+            "container {:?}: preStop deletes {path}, which is on no volume mount",
+            name_of(container)
+        ));
+    }
 }
 
 /// The object at `value[key]`, created when absent or null; `None` when it is something else.
