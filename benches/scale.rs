@@ -44,7 +44,7 @@ impl Padding {
 }
 
 /// The AdmissionReview of a Job with `containers` containers and about `bytes` of padding.
-pub fn review(containers: usize, bytes: usize, padding: Padding) -> Vec<u8> {
+fn review(containers: usize, bytes: usize, padding: Padding) -> Vec<u8> {
     let entries = bytes.div_ceil(ENTRY + 24).max(1);
     let value = |i: usize| format!("{i:08}{}", "x".repeat(ENTRY - 8));
     let mut annotations = serde_json::Map::new();
