@@ -9,28 +9,34 @@
 use crate::config::Config;
 use crate::mutation::{self, Decision, Endpoint};
 use base64::Engine as _;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
+)]
+struct ReviewIn<O, Old> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
+    request: Option<RequestIn<O, Old>>,
 }
 
-/// A request as read off the wire: the objects stay raw until we know they are needed,
-/// so that the common no-op answers never build a `Value` of the whole object.
+/// A request as read off the wire, generic over how its objects are read: into a `Value`
+/// when the endpoint acts on them, or skipped with `IgnoredAny` — no tree is built for
+/// an object nobody looks at (an UPDATE's oldObject on `/mutate`, say).
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn<'a> {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
+)]
+struct RequestIn<O, Old> {
     #[serde(default)]
     uid: String,
     #[serde(default)]
@@ -43,59 +49,54 @@ struct RequestIn<'a> {
     namespace: Option<String>,
     #[serde(default)]
     operation: Operation,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    object: Option<O>,
+    #[serde(default)]
+    old_object: Option<Old>,
     #[serde(default)]
     dry_run: Option<bool>,
-    #[serde(borrow, default)]
-    options: Option<&'a RawValue>,
+    #[serde(default)]
+    options: Option<Value>,
 }
 
-/// Our annotation prefix without the `/`, which JSON may escape. The API server's encoder
-/// escapes neither letters, `-` nor `.`, so an object whose text lacks it carries none of
-/// our annotations.
-const ANNOTATION_MARK: &str = "prestop-injector.io";
+/// How an object was read: kept, or skipped.
+trait ObjectRead {
+    fn kept(self) -> Option<Value>;
+}
 
-impl RequestIn<'_> {
-    /// Builds the core's request, parsing only what the endpoint can look at.
-    fn into_request(self, endpoint: Endpoint) -> Result<Request, BadReview> {
-        let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, BadReview> {
-            raw.map(|raw| serde_json::from_str(raw.get()))
-                .transpose()
-                .map_err(|e| BadReview(format!("request object is not valid JSON: {e}")))
-        };
-        let supported = mutation::workload::find(&self.kind, self.operation).is_some();
-        let (object, old_object, options) = match endpoint {
-            Endpoint::Validate if self.operation == Operation::Delete => {
-                (None, parse(self.old_object)?, parse(self.options)?)
-            }
-            Endpoint::Validate => (None, None, None),
-            _ if !supported => (None, None, None),
-            Endpoint::Mutate
-                if !self
-                    .object
-                    .is_some_and(|raw| raw.get().contains(ANNOTATION_MARK)) =>
-            {
-                (None, None, None)
-            }
-            _ => (parse(self.object)?, None, None),
-        };
-        Ok(Request {
+impl ObjectRead for Value {
+    fn kept(self) -> Option<Value> {
+        Some(self)
+    }
+}
+
+impl ObjectRead for IgnoredAny {
+    fn kept(self) -> Option<Value> {
+        None
+    }
+}
+
+impl<O: ObjectRead, Old: ObjectRead> RequestIn<O, Old> {
+    fn into_request(self) -> Request {
+        Request {
             uid: self.uid,
             kind: self.kind,
             sub_resource: self.sub_resource,
             name: self.name,
             namespace: self.namespace,
             operation: self.operation,
-            object,
-            old_object,
+            object: self.object.and_then(ObjectRead::kept),
+            old_object: self.old_object.and_then(ObjectRead::kept),
             dry_run: self.dry_run,
-            options,
-        })
+            options: self.options,
+        }
     }
 }
+
+/// Our annotation prefix without the `/`, which JSON may escape. The API server's encoder
+/// escapes neither letters, `-` nor `.`, so a review whose text lacks it carries none of
+/// our annotations.
+const ANNOTATION_MARK: &[u8] = b"prestop-injector.io";
 
 /// The parts of an AdmissionRequest we read. Everything else in the review is ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -232,44 +233,34 @@ pub struct Reviewed {
 /// A panic in the core after the uid is known becomes a response with that uid and code 500,
 /// so the API server reports an internal error instead of a broken connection.
 ///
-/// Objects the endpoint cannot act on are not parsed at all (an object on `/mutate` that
-/// never mentions our annotations, the object on `/validate`), so `Reviewed::request` may
-/// lack them: tools that need the whole request use [`parse_request`] and [`respond`].
+/// Objects the endpoint cannot act on are not parsed at all (the object on `/mutate` when
+/// the review never mentions our annotations, oldObject on the mutating endpoints, the
+/// object on `/validate`), so `Reviewed::request` may lack them: tools that need the whole
+/// request use [`parse_request`] and [`respond`].
 pub fn review(body: &[u8], endpoint: Endpoint, config: &Config) -> Result<Reviewed, BadReview> {
-    let request = envelope(body)?.into_request(endpoint)?;
+    let request = match endpoint {
+        Endpoint::Mutate if memchr::memmem::find(body, ANNOTATION_MARK).is_none() => {
+            envelope::<IgnoredAny, IgnoredAny>(body)?
+        }
+        Endpoint::Mutate | Endpoint::MutateAuto => envelope::<Value, IgnoredAny>(body)?,
+        Endpoint::Validate => envelope::<IgnoredAny, Value>(body)?,
+    };
     Ok(respond(request, endpoint, config))
 }
 
 /// Parses a whole AdmissionReview request, objects included, with the checks of [`review`].
 pub fn parse_request(body: &[u8]) -> Result<Request, BadReview> {
-    let envelope = envelope(body)?;
-    let parse = |raw: Option<&RawValue>| raw.map(|raw| serde_json::from_str(raw.get())).transpose();
-    let objects = (
-        parse(envelope.object),
-        parse(envelope.old_object),
-        parse(envelope.options),
-    );
-    let (Ok(object), Ok(old_object), Ok(options)) = objects else {
-        return Err(BadReview("request object is not valid JSON".to_owned()));
-    };
-    Ok(Request {
-        uid: envelope.uid,
-        kind: envelope.kind,
-        sub_resource: envelope.sub_resource,
-        name: envelope.name,
-        namespace: envelope.namespace,
-        operation: envelope.operation,
-        object,
-        old_object,
-        dry_run: envelope.dry_run,
-        options,
-    })
+    envelope::<Value, Value>(body)
 }
 
 /// The checks every review passes: JSON, `admission.k8s.io/v1` AdmissionReview, a request
 /// with a uid.
-fn envelope(body: &[u8]) -> Result<RequestIn<'_>, BadReview> {
-    let review: ReviewIn = serde_json::from_slice(body)
+fn envelope<O, Old>(body: &[u8]) -> Result<Request, BadReview>
+where
+    O: DeserializeOwned + ObjectRead,
+    Old: DeserializeOwned + ObjectRead,
+{
+    let review: ReviewIn<O, Old> = serde_json::from_slice(body)
         .map_err(|e| BadReview(format!("request body is not a valid AdmissionReview: {e}")))?;
     if review.kind != "AdmissionReview" || review.api_version != API_VERSION {
         return Err(BadReview(format!(
@@ -283,7 +274,7 @@ fn envelope(body: &[u8]) -> Result<RequestIn<'_>, BadReview> {
     if request.uid.is_empty() {
         return Err(BadReview("AdmissionReview request has no uid".to_owned()));
     }
-    Ok(request)
+    Ok(request.into_request())
 }
 
 /// Decides on an already parsed request and serializes the answer.
