@@ -45,6 +45,8 @@ fn cleanup_empties_hostile_tree() {
             shell.name,
             stderr(&output)
         );
+        // No find warnings or rmdir noise on the happy path: stderr ends up in events.
+        assert_eq!(stderr(&output), "", "{}", shell.name);
         tree.assert_clean(&tree.target, shell.name);
     }
 }
