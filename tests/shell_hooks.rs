@@ -335,7 +335,11 @@ fn custom_command_runs_instead_of_cleanup() {
 /// Starts the sidecar, waits until it idles, checks nothing was deleted, sends SIGTERM to
 /// `signal_pid` and expects `child` to exit 0 with the target emptied.
 fn run_sidecar(shell: &Shell, tree: &Tree, mut child: std::process::Child, idle_pid: u32) {
-    let idle = wait_until(Duration::from_secs(10), || !children(idle_pid).is_empty());
+    let mut sleeps = Vec::new();
+    let idle = wait_until(Duration::from_secs(10), || {
+        sleeps = children(idle_pid);
+        !sleeps.is_empty()
+    });
     assert!(idle, "{}: sidecar never started idling", shell.name);
     assert!(
         tree.target.join(".hidden").exists(),
@@ -361,6 +365,7 @@ fn run_sidecar(shell: &Shell, tree: &Tree, mut child: std::process::Child, idle_
     });
     if !exited {
         let _ = child.kill();
+        kill_all(&sleeps);
     }
     assert!(exited, "{}: sidecar ignored SIGTERM", shell.name);
     assert!(
@@ -369,6 +374,26 @@ fn run_sidecar(shell: &Shell, tree: &Tree, mut child: std::process::Child, idle_
         shell.name
     );
     tree.assert_clean(&tree.target, shell.name);
+    // The background sleep must not outlive the sidecar (gone, or a zombie being reaped).
+    let gone = |pid: &u32| {
+        fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z'))
+        })
+    };
+    let reaped = wait_until(Duration::from_secs(10), || sleeps.iter().all(gone));
+    if !reaped {
+        kill_all(&sleeps);
+    }
+    assert!(reaped, "{}: idle sleep left running", shell.name);
+}
+
+/// Ends the processes a failed sidecar case started, so a failure leaks nothing.
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
 }
 
 #[test]
@@ -381,6 +406,7 @@ fn sidecar_cleans_only_on_sigterm() {
         let child = shell
             .command(&argv, &tree.cwd)
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .spawn()
             .expect("spawn");
         let pid = child.id();
@@ -422,6 +448,7 @@ fn sidecar_cleans_on_sigterm_as_pid_1() {
             .env("PATH", &shell.path_env)
             .current_dir(&tree.cwd)
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .spawn()
             .expect("spawn");
         // unshare forks the shell, which is PID 1 inside; signal that process.
