@@ -113,7 +113,7 @@ pub fn configurations(
     let mutating = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
-        "metadata": { "name": CONFIGURATION_NAME },
+        "metadata": metadata(),
         "webhooks": [{
             "name": "mutate.prestop-injector.io",
             "admissionReviewVersions": ["v1"],
@@ -131,7 +131,7 @@ pub fn configurations(
     let validating = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": { "name": CONFIGURATION_NAME },
+        "metadata": metadata(),
         "webhooks": [{
             "name": "validate.prestop-injector.io",
             "admissionReviewVersions": ["v1"],
@@ -148,6 +148,17 @@ pub fn configurations(
         }],
     });
     [mutating, validating]
+}
+
+/// Name and the labels kustomize puts on every object of `deploy/base`.
+fn metadata() -> Value {
+    json!({
+        "name": CONFIGURATION_NAME,
+        "labels": {
+            "app.kubernetes.io/name": "prestop-injector",
+            "app.kubernetes.io/part-of": "prestop-injector",
+        },
+    })
 }
 
 fn client_config(service: &str, namespace: &str, path: &str, ca_bundle: Option<&str>) -> Value {

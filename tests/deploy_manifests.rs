@@ -1,0 +1,494 @@
+//! The kustomize overlays under deploy/: they render, validate against the Kubernetes
+//! schemas in strict mode, and carry the settings docs/INSTALL.md promises.
+
+#[path = "deploy_common.rs"]
+mod common;
+
+use common::{find, webhook};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// Kinds that kubernetes-validate has no schema for (CRDs); asserted on by hand below.
+const NOT_VALIDATED: [(&str, &str); 2] = [
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+];
+/// Oldest supported (matchConditions and the preStop sleep action are GA in 1.30); the
+/// newest comes from the validator's own default.
+const OLDEST_KUBERNETES: &str = "1.30.0";
+
+fn validate(tool: &Path, label: &str, objects: &[Value]) {
+    let mut text = String::new();
+    for object in objects {
+        let key = (
+            object["apiVersion"].as_str().unwrap_or(""),
+            object["kind"].as_str().unwrap_or(""),
+        );
+        if NOT_VALIDATED.contains(&key) {
+            continue;
+        }
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(object).unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{label}.yaml"));
+    std::fs::write(&file, text).unwrap();
+    for version in [Some(OLDEST_KUBERNETES), None] {
+        let mut command = Command::new(tool);
+        command.arg("--strict");
+        if let Some(version) = version {
+            command.args(["-k", version]);
+        }
+        let output = command
+            .arg(&file)
+            .output()
+            .expect("run kubernetes-validate");
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let version = version.unwrap_or("newest");
+        assert!(
+            output.status.success(),
+            "{label} fails strict validation for {version}:\n{report}"
+        );
+        // A kind without a schema is only a warning: make sure nothing went unchecked.
+        assert!(
+            !report.contains("Couldn't find schema"),
+            "{label} ({version}): {report}"
+        );
+        let passed = report.matches("passed for resource").count();
+        assert_eq!(
+            passed,
+            objects.len() - skipped(objects),
+            "{label} ({version}):\n{report}"
+        );
+    }
+}
+
+fn skipped(objects: &[Value]) -> usize {
+    objects
+        .iter()
+        .filter(|o| {
+            NOT_VALIDATED.contains(&(
+                o["apiVersion"].as_str().unwrap(),
+                o["kind"].as_str().unwrap(),
+            ))
+        })
+        .count()
+}
+
+#[test]
+fn every_overlay_renders_and_validates_strictly() {
+    let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
+    else {
+        return;
+    };
+    for overlay in common::OVERLAYS {
+        let objects = common::render(&kubectl, overlay);
+        validate(&validator, overlay, &objects);
+        let expected = if overlay == "cert-manager" { 4 } else { 0 };
+        assert_eq!(
+            skipped(&objects),
+            expected,
+            "{overlay}: cert-manager objects"
+        );
+    }
+}
+
+#[test]
+fn strict_validation_rejects_an_unknown_field() {
+    let Some(validator) = common::kubernetes_validate() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("typo.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {portz: []}\n",
+    )
+    .unwrap();
+    let status = Command::new(validator)
+        .arg("--strict")
+        .arg(&file)
+        .output()
+        .unwrap()
+        .status;
+    assert!(!status.success(), "strict mode must reject spec.portz");
+}
+
+#[test]
+fn namespace_opt_in_combines_with_the_cert_manager_component() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    // Kustomize refuses absolute paths: write the user's kustomization where a relative
+    // path reaches deploy/.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let deploy = relative(dir.path(), &common::deploy_dir());
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        format!(
+            "resources: [{0}/overlays/namespace-opt-in]\ncomponents: [{0}/components/cert-manager]\n",
+            deploy.display()
+        ),
+    )
+    .unwrap();
+    let objects = common::render_dir(&kubectl, dir.path());
+    assert_eq!(
+        webhook(&objects, "MutatingWebhookConfiguration")["clientConfig"]["service"]["path"],
+        "/mutate/auto"
+    );
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let annotations = &find(&objects, kind, "prestop-injector")["metadata"]["annotations"];
+        assert_eq!(
+            annotations["cert-manager.io/inject-ca-from"],
+            "prestop-system/prestop-injector-serving"
+        );
+    }
+    find(&objects, "Certificate", "prestop-injector-serving");
+}
+
+/// `to` relative to the directory `from`.
+fn relative(from: &Path, to: &Path) -> std::path::PathBuf {
+    let from = from.canonicalize().unwrap();
+    let to = to.canonicalize().unwrap();
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut path = std::path::PathBuf::new();
+    for _ in from.components().skip(common) {
+        path.push("..");
+    }
+    to.components().skip(common).for_each(|c| path.push(c));
+    path
+}
+
+/// SPEC §1: the kinds, and for each the operations, the webhook must see.
+const SPEC_KINDS: [(&str, &str, &[&str]); 7] = [
+    ("batch", "jobs", &["CREATE"]),
+    ("batch", "cronjobs", &["CREATE", "UPDATE"]),
+    ("", "pods", &["CREATE"]),
+    ("apps", "deployments", &["CREATE", "UPDATE"]),
+    ("apps", "statefulsets", &["CREATE", "UPDATE"]),
+    ("apps", "daemonsets", &["CREATE", "UPDATE"]),
+    ("apps", "replicasets", &["CREATE", "UPDATE"]),
+];
+
+/// (group, resource, operation) triples a webhook's rules match.
+fn matched(webhook: &Value) -> BTreeSet<(String, String, String)> {
+    let mut set = BTreeSet::new();
+    for rule in webhook["rules"].as_array().unwrap() {
+        assert_eq!(rule["apiVersions"], json!(["v1"]));
+        assert_eq!(rule["scope"], "Namespaced");
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                let resource = resource.as_str().unwrap();
+                assert!(
+                    !resource.contains('/') && resource != "*",
+                    "no subresources or wildcards: {resource}"
+                );
+                for operation in rule["operations"].as_array().unwrap() {
+                    let triple = (
+                        group.as_str().unwrap(),
+                        resource,
+                        operation.as_str().unwrap(),
+                    );
+                    set.insert((triple.0.into(), triple.1.into(), triple.2.into()));
+                }
+            }
+        }
+    }
+    set
+}
+
+#[test]
+fn webhook_configurations_carry_the_promised_settings() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let spec: BTreeSet<_> = SPEC_KINDS
+        .iter()
+        .flat_map(|(group, resource, ops)| {
+            ops.iter()
+                .map(|op| (group.to_string(), resource.to_string(), op.to_string()))
+        })
+        .collect();
+    let excluded = json!([{
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn",
+        "values": ["kube-system", "kube-public", "kube-node-lease", "prestop-system"],
+    }]);
+    for overlay in common::OVERLAYS {
+        let objects = common::render(&kubectl, overlay);
+        let mutating = webhook(&objects, "MutatingWebhookConfiguration");
+        assert_eq!(
+            matched(mutating),
+            spec,
+            "{overlay}: mutating rules = SPEC §1"
+        );
+        for (key, value) in [
+            ("sideEffects", json!("None")),
+            ("admissionReviewVersions", json!(["v1"])),
+            ("failurePolicy", json!("Fail")),
+            ("timeoutSeconds", json!(5)),
+            ("reinvocationPolicy", json!("IfNeeded")),
+            ("matchPolicy", json!("Equivalent")),
+        ] {
+            assert_eq!(mutating[key], value, "{overlay}: mutating {key}");
+        }
+        assert_eq!(
+            mutating["namespaceSelector"]["matchExpressions"], excluded,
+            "{overlay}"
+        );
+        let service = &mutating["clientConfig"]["service"];
+        assert_eq!(service["name"], "prestop-injector");
+        assert_eq!(service["namespace"], "prestop-system");
+        assert_eq!(service["port"], 443);
+        let conditions: Vec<&str> = mutating["matchConditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        if overlay == "namespace-opt-in" {
+            assert_eq!(service["path"], "/mutate/auto");
+            assert_eq!(
+                mutating["namespaceSelector"]["matchLabels"],
+                json!({"prestop-injector.io/inject": "enabled"})
+            );
+            assert_eq!(conditions, ["not-opted-out"]);
+        } else {
+            assert_eq!(service["path"], "/mutate");
+            assert!(
+                mutating["namespaceSelector"].get("matchLabels").is_none(),
+                "{overlay}"
+            );
+            assert_eq!(conditions, ["prestop-annotated", "not-opted-out"]);
+        }
+
+        let validating = webhook(&objects, "ValidatingWebhookConfiguration");
+        let delete_jobs = BTreeSet::from([("batch".into(), "jobs".into(), "DELETE".into())]);
+        assert_eq!(matched(validating), delete_jobs, "{overlay}");
+        assert_eq!(validating["clientConfig"]["service"]["path"], "/validate");
+        assert_eq!(validating["sideEffects"], "None");
+        assert_eq!(validating["admissionReviewVersions"], json!(["v1"]));
+        assert_eq!(
+            validating["failurePolicy"], "Ignore",
+            "a warn-only guard must not block deletes"
+        );
+        assert_eq!(
+            validating["namespaceSelector"]["matchExpressions"],
+            excluded
+        );
+        assert_eq!(validating["matchConditions"][0]["name"], "managed-job");
+
+        let ca_injection = find(&objects, "MutatingWebhookConfiguration", "prestop-injector")
+            ["metadata"]["annotations"]
+            .get("cert-manager.io/inject-ca-from")
+            .cloned();
+        assert_eq!(
+            ca_injection.is_some(),
+            overlay == "cert-manager",
+            "{overlay}: inject-ca-from"
+        );
+        for webhook in [mutating, validating] {
+            assert!(
+                webhook["clientConfig"].get("caBundle").is_none(),
+                "{overlay}: caBundle comes from certs/ or cert-manager"
+            );
+        }
+    }
+}
+
+#[test]
+fn deployment_is_highly_available_and_restricted() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, "cluster-wide");
+    let deployment = find(&objects, "Deployment", "prestop-injector");
+    assert_eq!(deployment["metadata"]["namespace"], "prestop-system");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        pod["topologySpreadConstraints"][0]["topologyKey"],
+        "topology.kubernetes.io/zone"
+    );
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["serviceAccountName"], "prestop-injector");
+    let security = &pod["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true);
+    assert_eq!(security["runAsUser"], 65532);
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let container = &containers[0];
+    let security = &container["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "probes"})
+    );
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "probes"})
+    );
+    let ports: Vec<(&str, i64)> = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["containerPort"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ports, [("https", 8443), ("probes", 8080)]);
+    assert_eq!(
+        container["resources"]["requests"],
+        json!({"cpu": "50m", "memory": "32Mi"})
+    );
+    assert_eq!(container["resources"]["limits"], json!({"memory": "64Mi"}));
+
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "serve");
+    let flag = |name: &str| -> &str {
+        let prefix = format!("--{name}=");
+        args.iter()
+            .find_map(|a| a.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no --{name} in {args:?}"))
+    };
+    assert_eq!(flag("listen"), "0.0.0.0:8443");
+    assert_eq!(flag("probe-listen"), "0.0.0.0:8080");
+    // Our own preStop sleep matches --shutdown-delay, and the grace period covers both
+    // plus draining a review that may take up to timeoutSeconds.
+    let sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(flag("shutdown-delay"), format!("{sleep}s"));
+    let timeout = webhook(&objects, "MutatingWebhookConfiguration")["timeoutSeconds"]
+        .as_i64()
+        .unwrap();
+    let grace = pod["terminationGracePeriodSeconds"].as_i64().unwrap();
+    assert!(
+        grace >= 2 * sleep + timeout,
+        "grace {grace}s must cover {sleep}s + {sleep}s + {timeout}s"
+    );
+
+    // Secret and ConfigMap mounted as directories (no subPath) so updates arrive.
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(mounts
+        .iter()
+        .all(|m| m.get("subPath").is_none() && m["readOnly"] == true));
+    let mount_of = |volume: &str| {
+        let mount = mounts.iter().find(|m| m["name"] == volume).unwrap();
+        mount["mountPath"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(flag("tls-cert"), format!("{}/tls.crt", mount_of("tls")));
+    assert_eq!(flag("tls-key"), format!("{}/tls.key", mount_of("tls")));
+    assert_eq!(
+        flag("config"),
+        format!("{}/config.yaml", mount_of("config"))
+    );
+    let volumes = pod["volumes"].as_array().unwrap();
+    let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).unwrap();
+    assert_eq!(
+        volume("tls")["secret"]["secretName"],
+        "prestop-injector-tls"
+    );
+    let config_map = volume("config")["configMap"]["name"].as_str().unwrap();
+    let config = find(&objects, "ConfigMap", config_map);
+    let text = config["data"]["config.yaml"].as_str().unwrap();
+    prestop_injector::config::Config::from_yaml(text).expect("the shipped config is valid");
+
+    let pdb = find(&objects, "PodDisruptionBudget", "prestop-injector");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], labels);
+    let service = find(&objects, "Service", "prestop-injector");
+    assert_eq!(&service["spec"]["selector"], labels);
+    assert_eq!(service["spec"]["ports"][0]["port"], 443);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    assert_eq!(
+        find(&objects, "ServiceAccount", "prestop-injector")["automountServiceAccountToken"],
+        false
+    );
+    find(&objects, "Namespace", "prestop-system");
+    let no_rbac = objects
+        .iter()
+        .all(|o| !o["kind"].as_str().unwrap().contains("Role"));
+    assert!(no_rbac, "the webhook needs no API permissions");
+}
+
+#[test]
+fn cert_manager_issues_the_serving_certificate_into_the_mounted_secret() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, "cert-manager");
+    let issuer = |name: &str| find(&objects, "Issuer", name);
+    assert_eq!(
+        issuer("prestop-injector-selfsigned")["spec"],
+        json!({"selfSigned": {}})
+    );
+    let ca = find(&objects, "Certificate", "prestop-injector-ca");
+    assert_eq!(ca["spec"]["isCA"], true);
+    assert_eq!(
+        ca["spec"]["issuerRef"]["name"],
+        "prestop-injector-selfsigned"
+    );
+    assert_eq!(
+        issuer("prestop-injector-ca")["spec"]["ca"]["secretName"],
+        ca["spec"]["secretName"]
+    );
+    let serving = find(&objects, "Certificate", "prestop-injector-serving");
+    assert_eq!(serving["metadata"]["namespace"], "prestop-system");
+    assert_eq!(serving["spec"]["issuerRef"]["name"], "prestop-injector-ca");
+    assert_eq!(serving["spec"]["secretName"], "prestop-injector-tls");
+    assert_eq!(serving["spec"]["privateKey"]["encoding"], "PKCS8");
+    let names = prestop_injector::certs::service_dns_names("prestop-injector", "prestop-system");
+    assert_eq!(serving["spec"]["dnsNames"], json!(names));
+    for object in objects
+        .iter()
+        .filter(|o| o["apiVersion"] == "cert-manager.io/v1")
+    {
+        assert_eq!(
+            object["metadata"]["namespace"], "prestop-system",
+            "{object}"
+        );
+    }
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let annotations = &find(&objects, kind, "prestop-injector")["metadata"]["annotations"];
+        assert_eq!(
+            annotations["cert-manager.io/inject-ca-from"],
+            "prestop-system/prestop-injector-serving"
+        );
+    }
+}
