@@ -83,12 +83,9 @@ const KINDS: [&str; 6] = [
     "ReplicaSet",
 ];
 
-type Case = (
-    &'static str,
-    &'static [(&'static str, &'static str)],
-    Option<&'static [(&'static str, &'static str)]>,
-    bool,
-);
+type Annotations = &'static [(&'static str, &'static str)];
+/// (what, object annotations, template annotations (`None`: no metadata), webhook called)
+type Case = (&'static str, Annotations, Option<Annotations>, bool);
 
 #[test]
 fn cluster_wide_sends_only_annotated_objects_that_are_not_opted_out() {
@@ -128,7 +125,7 @@ fn cluster_wide_sends_only_annotated_objects_that_are_not_opted_out() {
         }
     }
     // A Pod is its own template.
-    let pod_cases: [(&str, &[(&str, &str)], bool); 5] = [
+    let pod_cases: [(&str, Annotations, bool); 5] = [
         ("annotated", &[CLEANUP], true),
         ("annotated and carrying status", &[CLEANUP, STATUS], true),
         (
