@@ -48,6 +48,14 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// A command-line tool found on PATH that answers `probe` (e.g. openssl `version`).
+pub fn tool(name: &str, probe: &str, hint: &str) -> Option<PathBuf> {
+    match on_path(name) {
+        Some(tool) if runs(&tool, probe) => Some(tool),
+        _ => missing(name, hint),
+    }
+}
+
 /// kubectl with its built-in kustomize (v5, kubectl >= 1.27).
 pub fn kubectl() -> Option<PathBuf> {
     match on_path("kubectl") {
