@@ -253,3 +253,57 @@ fn deployment_is_highly_available_and_restricted() {
         .all(|o| !o["kind"].as_str().unwrap().contains("Role"));
     assert!(no_rbac, "the webhook needs no API permissions");
 }
+
+#[test]
+fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
+    use base64::Engine as _;
+    let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
+    else {
+        return;
+    };
+    let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let run = || {
+        let output = Command::new("bash")
+            .arg(common::repo_root().join("certs/generate.sh"))
+            .arg("namespace-opt-in")
+            .env("OUT", out.path())
+            .env("PRESTOP_INJECTOR", env!("CARGO_BIN_EXE_prestop-injector"))
+            .output()
+            .expect("run certs/generate.sh");
+        assert!(output.status.success(), "generate.sh: {output:?}");
+    };
+    run();
+    let key = std::fs::read(out.path().join("tls/tls.key")).unwrap();
+    run();
+    assert_eq!(
+        std::fs::read(out.path().join("tls/tls.key")).unwrap(),
+        key,
+        "a re-run keeps the keys"
+    );
+
+    let objects = common::render_dir(&kubectl, &out.path().join("namespace-opt-in"));
+    validate(&validator, "generated", &objects);
+    let b64 = |file: &str| {
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(out.path().join("tls").join(file)).unwrap())
+    };
+    let secret = find(&objects, "Secret", "prestop-injector-tls");
+    assert_eq!(secret["metadata"]["namespace"], "prestop-system");
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(secret["data"]["tls.crt"], b64("tls.crt"));
+    assert_eq!(secret["data"]["tls.key"], b64("tls.key"));
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert_eq!(
+            webhook(&objects, kind)["clientConfig"]["caBundle"],
+            b64("ca.crt"),
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        webhook(&objects, "MutatingWebhookConfiguration")["clientConfig"]["service"]["path"],
+        "/mutate/auto"
+    );
+}
