@@ -192,3 +192,35 @@ fn rule(group: &str, resources: &[&str], operations: &[&str]) -> Value {
 fn condition(name: &str, expression: &str) -> Value {
     json!({ "name": name, "expression": expression })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_system_namespace_is_not_excluded_twice() {
+        let [mutating, validating] = configurations(Mode::ClusterWide, "hook", "kube-system", None);
+        for configuration in [mutating, validating] {
+            let webhook = &configuration["webhooks"][0];
+            let values = &webhook["namespaceSelector"]["matchExpressions"][0]["values"];
+            assert_eq!(values, &json!(SYSTEM_NAMESPACES));
+            assert!(webhook["clientConfig"].get("caBundle").is_none());
+        }
+    }
+
+    #[test]
+    fn only_the_mutating_path_and_selector_differ_between_modes() {
+        let [cluster, _] = configurations(Mode::ClusterWide, "s", "n", Some("Q0E="));
+        let [opt_in, _] = configurations(Mode::NamespaceOptIn, "s", "n", Some("Q0E="));
+        let (cluster, opt_in) = (&cluster["webhooks"][0], &opt_in["webhooks"][0]);
+        assert_eq!(cluster["clientConfig"]["service"]["path"], "/mutate");
+        assert_eq!(opt_in["clientConfig"]["service"]["path"], "/mutate/auto");
+        assert_eq!(opt_in["clientConfig"]["caBundle"], "Q0E=");
+        assert_eq!(
+            opt_in["namespaceSelector"]["matchLabels"],
+            json!({ "prestop-injector.io/inject": "enabled" })
+        );
+        assert_eq!(cluster["matchConditions"].as_array().unwrap().len(), 2);
+        assert_eq!(opt_in["matchConditions"][0]["name"], "not-opted-out");
+    }
+}
