@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -30,7 +31,11 @@ fn missing(tool: &str, hint: &str) -> Option<PathBuf> {
         !tools_required(),
         "{tool} is required (PRESTOP_REQUIRE_TOOLS=1) but not found: {hint}"
     );
-    eprintln!("SKIP: {tool} not found ({hint}); set PRESTOP_REQUIRE_TOOLS=1 to fail instead");
+    // Written past libtest's capture so the note shows even when the test passes.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP: {tool} not found ({hint}); set PRESTOP_REQUIRE_TOOLS=1 to fail instead"
+    );
     None
 }
 
