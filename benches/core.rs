@@ -1,1 +1,42 @@
-fn main() {}
+//! `core/seed_job`: parse the seed Job's AdmissionReview, decide, build and serialize the
+//! response — everything the server does per request except HTTP and TLS.
+//!
+//! Run: `cargo bench --bench core -- core/`
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use prestop_injector::admission;
+use prestop_injector::config::Config;
+use prestop_injector::mutation::Endpoint;
+
+// The same allocator as the binary, so the figure is the one the server sees.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const SEED_REVIEW: &str = include_str!("../examples/review-job-worker.json");
+
+fn seed_job(c: &mut Criterion) {
+    let config = Config::default();
+    let body = SEED_REVIEW.as_bytes();
+    let reviewed =
+        admission::review(body, Endpoint::Mutate, &config).expect("the seed review is valid");
+    assert!(
+        reviewed.decision.patch.is_some(),
+        "the seed Job must be patched"
+    );
+    c.bench_function("core/seed_job", |b| {
+        b.iter(|| {
+            admission::review(black_box(body), Endpoint::Mutate, &config).map(|r| r.body.len())
+        })
+    });
+    let unchanged =
+        String::from_utf8_lossy(body).replace("prestop-injector.io/cleanup", "example.com/cleanup");
+    c.bench_function("core/out_of_scope_job", |b| {
+        b.iter(|| {
+            admission::review(black_box(unchanged.as_bytes()), Endpoint::Mutate, &config)
+                .map(|r| r.body.len())
+        })
+    });
+}
+
+criterion_group!(benches, seed_job);
+criterion_main!(benches);

@@ -26,7 +26,7 @@ pub fn parse_seconds(text: &str) -> Option<u64> {
             continue;
         }
         let position = UNITS.iter().position(|(unit, _)| *unit == b)?;
-        if position + 1 <= last_unit {
+        if position < last_unit {
             return None;
         }
         last_unit = position + 1;

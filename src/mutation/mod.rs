@@ -14,12 +14,28 @@
 
 use crate::admission::Request;
 use crate::config::Config;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation};
+use serde_json::Value;
+use settings::{Annotations, BadAnnotation};
 
 pub mod bashism;
+mod existing;
 pub mod hook;
 pub mod image;
+mod orphan;
+mod pod;
 pub mod script;
+pub mod settings;
 pub mod shell_fix;
+mod sidecar;
+mod stale_paths;
+pub mod targets;
+pub mod workload;
+
+pub use orphan::MESSAGE as ORPHAN_DELETE_MESSAGE;
+pub use pod::DEFAULT_GRACE_SECONDS;
+pub use sidecar::NAME as SIDECAR_NAME;
 
 /// Which URL the review came to; decides the default scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +94,147 @@ impl Decision {
 
 /// Decides one admission request.
 pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decision {
-    let _ = (request, endpoint, config);
-    Decision::allow()
+    if endpoint == Endpoint::Validate {
+        return orphan::check(request, config);
+    }
+    if request
+        .sub_resource
+        .as_deref()
+        .is_some_and(|s| !s.is_empty())
+    {
+        return Decision::allow();
+    }
+    let (Some(workload), Some(object)) = (
+        workload::find(&request.kind, request.operation),
+        &request.object,
+    ) else {
+        return Decision::allow();
+    };
+    let template = if workload.template.is_empty() {
+        Some(object)
+    } else {
+        object.pointer(workload.template)
+    };
+    let annotations = Annotations::new(Some(object), template);
+    let refuse = |bad: BadAnnotation| {
+        Decision::deny(Denial {
+            code: 400,
+            reason: "bad_annotation",
+            message: format!("{} {}: {bad}", request.kind.kind, describe(request, object)),
+        })
+    };
+    match annotations.opted_out() {
+        Err(bad) => return refuse(bad),
+        Ok(true) => return Decision::allow(),
+        Ok(false) => {}
+    }
+    if endpoint == Endpoint::Mutate && !annotations.requests_injection() {
+        return Decision::allow();
+    }
+    let settings = match annotations.settings(endpoint, config) {
+        Ok(settings) => settings,
+        Err(bad) => return refuse(bad),
+    };
+
+    // Only the pod template is copied and diffed: the rest of the object (metadata with
+    // its managedFields is often the larger half) is never touched by the feature.
+    let mut operations = Vec::new();
+    let mut warnings = Vec::new();
+    if let Some(original) = template {
+        let mut mutated = original.clone();
+        match pod::mutate(&mut mutated, original, &settings, config) {
+            Ok(found) => warnings = found,
+            Err(bad) => return refuse(bad),
+        }
+        operations = json_patch::diff(original, &mutated).0;
+        if !workload.template.is_empty() {
+            let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
+            for operation in &mut operations {
+                let path = prefix.concat(operation.path());
+                set_path(operation, path);
+            }
+        }
+    }
+    if let Some(seconds) = settings.ttl_after_finished {
+        match workload
+            .job_spec
+            .map(|pointer| (pointer, object.pointer(pointer).and_then(Value::as_object)))
+        {
+            // A single scalar added where it is absent: the one operation a diff would give.
+            Some((pointer, Some(job_spec)))
+                if job_spec
+                    .get("ttlSecondsAfterFinished")
+                    .is_none_or(Value::is_null) =>
+            {
+                operations.push(PatchOperation::Add(AddOperation {
+                    path: PointerBuf::parse(format!("{pointer}/ttlSecondsAfterFinished"))
+                        .unwrap_or_default(),
+                    value: Value::from(seconds),
+                }));
+            }
+            Some(_) => {}
+            None if workload.kind != "Pod" => warnings.push(format!(
+                "{} ignored: it applies to Jobs and CronJobs only",
+                settings::TTL_AFTER_FINISHED
+            )),
+            None => {}
+        }
+    }
+    let patch = json_patch::Patch(operations);
+    Decision {
+        patch: (!patch.0.is_empty()).then_some(patch),
+        warnings: warnings.into_iter().map(shorten).collect(),
+        denial: None,
+    }
+}
+
+fn set_path(operation: &mut PatchOperation, path: PointerBuf) {
+    match operation {
+        PatchOperation::Add(op) => op.path = path,
+        PatchOperation::Remove(op) => op.path = path,
+        PatchOperation::Replace(op) => op.path = path,
+        PatchOperation::Move(op) => op.path = path,
+        PatchOperation::Copy(op) => op.path = path,
+        PatchOperation::Test(op) => op.path = path,
+    }
+}
+
+/// `namespace/name` of the object for messages; `generateName` objects have no name yet.
+fn describe(request: &Request, object: &Value) -> String {
+    let metadata = object.get("metadata");
+    let field = |key: &str| {
+        metadata
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let name = request
+        .name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .or_else(|| field("name"))
+        .map(str::to_owned)
+        .or_else(|| field("generateName").map(|prefix| format!("{prefix}*")))
+        .unwrap_or_else(|| "(unnamed)".to_owned());
+    match request
+        .namespace
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .or_else(|| field("namespace"))
+    {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name,
+    }
+}
+
+/// Warnings longer than this are cut: the API server and kubectl show them on one line.
+pub const MAX_WARNING_CHARS: usize = 120;
+
+fn shorten(warning: String) -> String {
+    if warning.chars().count() <= MAX_WARNING_CHARS {
+        return warning;
+    }
+    let mut short: String = warning.chars().take(MAX_WARNING_CHARS - 1).collect();
+    short.push('…');
+    short
 }

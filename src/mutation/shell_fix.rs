@@ -1,16 +1,39 @@
 //! SPEC §6: `bash` in images that only have `sh`.
 //!
-//! OWNER: shell helper.
+//! Contract:
+//! - Looks at every init and app container whose image lacks bash ([`image::lacks_bash`]):
+//!   its `command` (+ `args`), `lifecycle.postStart/preStop.exec.command` and
+//!   `liveness/readiness/startupProbe.exec.command`.
+//! - argv[0] `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
+//!   one array element is replaced, so the JSON diff stays one targeted `replace`.
+//! - When the `-c` script (flags may be combined: `-c`, `-ec`, `-xc`, after `-o opt`)
+//!   uses syntax busybox `sh` rejects ([`bash_only_syntax`]), nothing changes and a
+//!   warning says why: a rewrite would turn a clear "bash: not found" into odd failures.
+//! - One warning (≤ 120 chars, naming the container) per correction or refusal.
+//! - Odd JSON (wrong types, missing fields, non-string argv entries) is left untouched.
 
+use super::bashism::bash_only_syntax;
+use super::image;
 use crate::config::Config;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// Warnings are shown by kubectl; the API server truncates longer ones.
+const MAX_WARNING: usize = 120;
 
 /// Rewrites argv[0] `bash` (any path) to `/bin/sh` in every init and app container's
 /// `command`, lifecycle and probe `exec.command` when the image lacks bash, unless the script
 /// uses bash-only syntax (then only a warning). Returns one warning per correction or refusal.
 pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {
-    let _ = (pod_spec, config);
-    todo!()
+    let mut warnings = Vec::new();
+    for list in ["initContainers", "containers"] {
+        let Some(containers) = pod_spec.get_mut(list).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for container in containers.iter_mut().filter_map(Value::as_object_mut) {
+            fix_container(container, config, &mut warnings);
+        }
+    }
+    warnings
 }
 
 /// The shell our own hook uses in `image`: `requested`, or `/bin/sh` with a warning when
@@ -21,6 +44,410 @@ pub fn hook_shell(
     container: &str,
     config: &Config,
 ) -> (String, Option<String>) {
-    let _ = (requested, image, container, config);
-    todo!()
+    if basename(requested) == "bash" && image::lacks_bash(image, config) {
+        let warning = warning(container, image, "has no bash; preStop hook runs /bin/sh");
+        return ("/bin/sh".to_owned(), Some(warning));
+    }
+    (requested.to_owned(), None)
+}
+
+/// What to do with one argv.
+#[derive(Debug, PartialEq, Eq)]
+enum Fix {
+    /// Replace the entry at this index (in `command` followed by `args`).
+    Rewrite { at: usize, to: &'static str },
+    /// Leave it: the script needs bash.
+    Refuse(&'static str),
+}
+
+fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: &mut Vec<String>) {
+    let Some(image) = container.get("image").and_then(Value::as_str) else {
+        return;
+    };
+    if !image::lacks_bash(image, config) {
+        return;
+    }
+    let image = image.to_owned();
+    let name = container
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let report = |fix: Fix, place: &str, warnings: &mut Vec<String>| {
+        let tail = match fix {
+            Fix::Rewrite { to, .. } => format!("has no bash; {place} now runs {to}"),
+            Fix::Refuse(what) => {
+                format!("has no bash but {place} uses bash-only {what}; unchanged")
+            }
+        };
+        warnings.push(warning(&name, &image, &tail));
+    };
+
+    // The container's own argv is `command` followed by `args`; the `-c` script may be in
+    // either. Without `command` argv[0] is the image's entrypoint, which we cannot see.
+    let empty = Vec::new();
+    let args = container
+        .get("args")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    if let Some(command) = container.get("command").and_then(Value::as_array) {
+        let argv: Vec<&Value> = command.iter().chain(args).collect();
+        if let Some(fix) = plan(&argv) {
+            let in_command = command.len();
+            if let Fix::Rewrite { at, to } = fix {
+                let (key, index) = if at < in_command {
+                    ("command", at)
+                } else {
+                    ("args", at - in_command)
+                };
+                set_entry(container.get_mut(key), index, to);
+            }
+            report(fix, "command", warnings);
+        }
+    }
+
+    let places: [(&str, &[&str]); 5] = [
+        ("postStart hook", &["lifecycle", "postStart"]),
+        ("preStop hook", &["lifecycle", "preStop"]),
+        ("livenessProbe", &["livenessProbe"]),
+        ("readinessProbe", &["readinessProbe"]),
+        ("startupProbe", &["startupProbe"]),
+    ];
+    for (place, path) in places {
+        let Some(command) = exec_command(container, path) else {
+            continue;
+        };
+        let argv: Vec<&Value> = command.iter().collect();
+        let Some(fix) = plan(&argv) else {
+            continue;
+        };
+        if let Fix::Rewrite { at, to } = fix {
+            set_entry(exec_command_mut(container, path), at, to);
+        }
+        report(fix, place, warnings);
+    }
+}
+
+fn exec_command<'a>(container: &'a Map<String, Value>, path: &[&str]) -> Option<&'a Vec<Value>> {
+    let mut node = container.get(*path.first()?)?;
+    for key in &path[1..] {
+        node = node.get(key)?;
+    }
+    node.get("exec")?.get("command")?.as_array()
+}
+
+fn exec_command_mut<'a>(
+    container: &'a mut Map<String, Value>,
+    path: &[&str],
+) -> Option<&'a mut Value> {
+    let mut node = container.get_mut(*path.first()?)?;
+    for key in &path[1..] {
+        node = node.get_mut(key)?;
+    }
+    node.get_mut("exec")?.get_mut("command")
+}
+
+/// Replaces one element of an array in place (a targeted patch), nothing else.
+fn set_entry(array: Option<&mut Value>, index: usize, to: &str) {
+    if let Some(entry) = array
+        .and_then(Value::as_array_mut)
+        .and_then(|a| a.get_mut(index))
+    {
+        *entry = Value::String(to.to_owned());
+    }
+}
+
+/// Decides for one argv; `None` when it does not start bash or is not plain strings.
+fn plan(argv: &[&Value]) -> Option<Fix> {
+    let first = argv.first()?.as_str()?;
+    let (at, to, rest) = if basename(first) == "bash" {
+        (0, "/bin/sh", &argv[1..])
+    } else if basename(first) == "env" {
+        let second = argv.get(1)?.as_str()?;
+        if basename(second) != "bash" {
+            return None;
+        }
+        let to = if second.contains('/') {
+            "/bin/sh"
+        } else {
+            "sh"
+        };
+        (1, to, &argv[2..])
+    } else {
+        return None;
+    };
+    match c_script(rest) {
+        Err(()) => None,
+        Ok(Some(script)) => match bash_only_syntax(script) {
+            Some(what) => Some(Fix::Refuse(what)),
+            None => Some(Fix::Rewrite { at, to }),
+        },
+        Ok(None) => Some(Fix::Rewrite { at, to }),
+    }
+}
+
+/// The `-c` script among bash's arguments: `Ok(None)` without `-c`, `Err` when an entry
+/// that matters is not a string (then we touch nothing).
+fn c_script<'a>(args: &[&'a Value]) -> Result<Option<&'a str>, ()> {
+    let mut has_c = false;
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        let arg = arg.as_str().ok_or(())?;
+        i += 1;
+        if arg == "--" || arg == "-" {
+            break;
+        }
+        if arg.starts_with("--") {
+            continue; // --login, --norc, …
+        }
+        let Some(flags) = arg.strip_prefix('-').or_else(|| arg.strip_prefix('+')) else {
+            i -= 1;
+            break;
+        };
+        has_c |= arg.starts_with('-') && flags.contains('c');
+        if flags.ends_with('o') || flags.ends_with('O') {
+            i += 1; // `-o pipefail`: the option name is not the script
+        }
+    }
+    if !has_c {
+        return Ok(None);
+    }
+    match args.get(i) {
+        None => Ok(None),
+        Some(script) => script.as_str().map(Some).ok_or(()),
+    }
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// `container "NAME": IMAGE TAIL`, the image (then the name) shortened to fit.
+fn warning(name: &str, image: &str, tail: &str) -> String {
+    let name = shorten(name, 30);
+    let fixed = "container \"\": ".len() + name.chars().count() + 1 + tail.chars().count();
+    let image = shorten(image, MAX_WARNING.saturating_sub(fixed).max(10));
+    // Odd input (a huge name from a malformed object) still must not exceed the limit.
+    shorten(
+        &format!("container \"{name}\": {image} {tail}"),
+        MAX_WARNING,
+    )
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(max.saturating_sub(1)).collect();
+    short.push('…');
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fix(spec: Value) -> (Value, Vec<String>, Vec<String>) {
+        let mut after = spec.clone();
+        let warnings = fix_shells(&mut after, &Config::default());
+        let paths = json_patch::diff(&spec, &after)
+            .0
+            .iter()
+            .map(|op| match op {
+                json_patch::PatchOperation::Replace(r) => r.path.to_string(),
+                other => panic!("untargeted operation {other:?}"),
+            })
+            .collect();
+        (after, warnings, paths)
+    }
+
+    fn one(image: &str, container: Value) -> Value {
+        let mut container = container;
+        container["name"] = json!("c");
+        container["image"] = json!(image);
+        json!({"containers": [container], "extra": {"kept": true}})
+    }
+
+    #[test]
+    fn corrections() {
+        let cases: Vec<(Value, &[&str], &str)> = vec![
+            (
+                one(
+                    "busybox:stable",
+                    json!({"command": ["bash", "-c", "echo hi"]}),
+                ),
+                &["/containers/0/command/0"],
+                "container \"c\": busybox:stable has no bash; command now runs /bin/sh",
+            ),
+            (
+                one(
+                    "alpine",
+                    json!({"command": ["/bin/bash"], "args": ["-ec", "[[ -f x ]]"]}),
+                ),
+                &["/containers/0/command/0"],
+                "command now runs /bin/sh",
+            ),
+            (
+                one(
+                    "alpine",
+                    json!({"command": ["/usr/bin/env"], "args": ["bash", "-xc", "true"]}),
+                ),
+                &["/containers/0/args/0"],
+                "command now runs sh",
+            ),
+            (
+                one(
+                    "python:3.12-alpine",
+                    json!({"command": ["/usr/bin/env", "bash", "run.sh"]}),
+                ),
+                &["/containers/0/command/1"],
+                "command now runs sh",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"lifecycle": {"preStop": {"exec": {"command": ["bash", "-c", "sleep 1"]}}}}),
+                ),
+                &["/containers/0/lifecycle/preStop/exec/command/0"],
+                "preStop hook now runs /bin/sh",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"readinessProbe": {"exec": {"command": ["bash", "-o", "pipefail", "-c", "x"]}}}),
+                ),
+                &["/containers/0/readinessProbe/exec/command/0"],
+                "readinessProbe now runs",
+            ),
+            (
+                json!({"initContainers": [{"name": "init", "image": "busybox", "command": ["bash", "-c", "true"]}]}),
+                &["/initContainers/0/command/0"],
+                "container \"init\"",
+            ),
+        ];
+        for (spec, paths, warning) in cases {
+            let (_, warnings, changed) = fix(spec.clone());
+            assert_eq!(changed, paths, "{spec}");
+            assert_eq!(warnings.len(), 1, "{spec}");
+            assert!(warnings[0].contains(warning), "{warnings:?}");
+        }
+    }
+
+    #[test]
+    fn refusals_warn_and_change_nothing() {
+        for (spec, what) in [
+            (
+                one(
+                    "busybox",
+                    json!({"command": ["bash", "-c", "a=(1 2); echo ${a[0]}"]}),
+                ),
+                "arrays",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"command": ["bash"], "args": ["-ec", "cat <<< x"]}),
+                ),
+                "<<<",
+            ),
+            (
+                one(
+                    "alpine",
+                    json!({"startupProbe": {"exec": {"command": ["bash", "-c", "echo {1..3}"]}}}),
+                ),
+                "startupProbe uses bash-only {a..b}",
+            ),
+        ] {
+            let (_, warnings, changed) = fix(spec.clone());
+            assert!(changed.is_empty(), "{spec}");
+            assert_eq!(warnings.len(), 1);
+            assert!(
+                warnings[0].contains(what) && warnings[0].ends_with("unchanged"),
+                "{warnings:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unchanged() {
+        for spec in [
+            one("ubuntu:24.04", json!({"command": ["bash", "-c", "true"]})),
+            one("busybox", json!({"command": ["sh", "-c", "true"]})),
+            one("busybox", json!({"command": ["/usr/bin/env", "python3"]})),
+            one("busybox", json!({"args": ["bash", "-c", "true"]})),
+            one("busybox", json!({"command": [1, "-c", "true"]})),
+            one("busybox", json!({"command": ["bash", "-c", 7]})),
+            one("busybox", json!({"command": "bash -c true"})),
+            one(
+                "busybox",
+                json!({"lifecycle": {"preStop": {"exec": "bash"}}}),
+            ),
+            one(
+                "busybox",
+                json!({"livenessProbe": {"exec": {"command": []}}}),
+            ),
+            json!({"containers": [{"name": "c", "command": ["bash"]}]}),
+            json!({"containers": [{"name": "c", "image": 5, "command": ["bash"]}]}),
+            json!({"containers": ["busybox", null, 3]}),
+            json!({"containers": {"name": "c"}}),
+            json!(null),
+            json!([]),
+        ] {
+            let (after, warnings, _) = fix(spec.clone());
+            assert_eq!(after, spec);
+            assert!(warnings.is_empty(), "{spec}: {warnings:?}");
+        }
+    }
+
+    #[test]
+    fn one_warning_per_correction_and_short() {
+        let long = format!(
+            "registry.example.com/{}/busybox@sha256:{}",
+            "x".repeat(60),
+            "f".repeat(64)
+        );
+        let mut spec = one(
+            &long,
+            json!({
+                "command": ["bash", "-c", "true"],
+                "lifecycle": {"postStart": {"exec": {"command": ["bash", "-c", "true"]}}},
+                "livenessProbe": {"exec": {"command": ["bash", "-c", "a=(1)"]}},
+            }),
+        );
+        spec["containers"][0]["name"] = json!("n".repeat(63));
+        let (_, warnings, changed) = fix(spec);
+        assert_eq!(changed.len(), 2);
+        assert_eq!(warnings.len(), 3);
+        for w in &warnings {
+            assert!(
+                w.chars().count() <= MAX_WARNING,
+                "{} chars: {w}",
+                w.chars().count()
+            );
+        }
+    }
+
+    #[test]
+    fn hook_shell_table() {
+        let config = Config::default();
+        let cases = [
+            ("/bin/bash", "busybox:1.36", "/bin/sh", true),
+            ("bash", "alpine:3.20", "/bin/sh", true),
+            ("/bin/bash", "ubuntu", "/bin/bash", false),
+            ("/bin/sh", "busybox", "/bin/sh", false),
+            ("/bin/ash", "alpine", "/bin/ash", false),
+        ];
+        for (requested, image, want, warns) in cases {
+            let (shell, warning) = hook_shell(requested, image, "app", &config);
+            assert_eq!(shell, want, "{requested} {image}");
+            assert_eq!(warning.is_some(), warns, "{requested} {image}");
+            if let Some(w) = warning {
+                assert!(
+                    w.starts_with("container \"app\": ") && w.len() <= MAX_WARNING,
+                    "{w}"
+                );
+            }
+        }
+    }
 }

@@ -10,18 +10,91 @@ use crate::config::Config;
 use crate::mutation::{self, Decision, Endpoint};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn {
+struct ReviewIn<'a> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    request: Option<Request>,
+    #[serde(borrow)]
+    request: Option<RequestIn<'a>>,
+}
+
+/// A request as read off the wire: the objects stay raw until we know they are needed,
+/// so that the common no-op answers never build a `Value` of the whole object.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<'a> {
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    kind: GroupVersionKind,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    operation: Operation,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    dry_run: Option<bool>,
+    #[serde(borrow, default)]
+    options: Option<&'a RawValue>,
+}
+
+/// Our annotation prefix without the `/`, which JSON may escape. The API server's encoder
+/// escapes neither letters, `-` nor `.`, so an object whose text lacks it carries none of
+/// our annotations.
+const ANNOTATION_MARK: &str = "prestop-injector.io";
+
+impl RequestIn<'_> {
+    /// Builds the core's request, parsing only what the endpoint can look at.
+    fn into_request(self, endpoint: Endpoint) -> Result<Request, BadReview> {
+        let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, BadReview> {
+            raw.map(|raw| serde_json::from_str(raw.get()))
+                .transpose()
+                .map_err(|e| BadReview(format!("request object is not valid JSON: {e}")))
+        };
+        let supported = mutation::workload::find(&self.kind, self.operation).is_some();
+        let (object, old_object, options) = match endpoint {
+            Endpoint::Validate if self.operation == Operation::Delete => {
+                (None, parse(self.old_object)?, parse(self.options)?)
+            }
+            Endpoint::Validate => (None, None, None),
+            _ if !supported => (None, None, None),
+            Endpoint::Mutate
+                if !self
+                    .object
+                    .is_some_and(|raw| raw.get().contains(ANNOTATION_MARK)) =>
+            {
+                (None, None, None)
+            }
+            _ => (parse(self.object)?, None, None),
+        };
+        Ok(Request {
+            uid: self.uid,
+            kind: self.kind,
+            sub_resource: self.sub_resource,
+            name: self.name,
+            namespace: self.namespace,
+            operation: self.operation,
+            object,
+            old_object,
+            dry_run: self.dry_run,
+            options,
+        })
+    }
 }
 
 /// The parts of an AdmissionRequest we read. Everything else in the review is ignored.
@@ -158,7 +231,44 @@ pub struct Reviewed {
 /// Transport-level faults (not JSON, not a v1 review, no request, no uid) are `BadReview`.
 /// A panic in the core after the uid is known becomes a response with that uid and code 500,
 /// so the API server reports an internal error instead of a broken connection.
+///
+/// Objects the endpoint cannot act on are not parsed at all (an object on `/mutate` that
+/// never mentions our annotations, the object on `/validate`), so `Reviewed::request` may
+/// lack them: tools that need the whole request use [`parse_request`] and [`respond`].
 pub fn review(body: &[u8], endpoint: Endpoint, config: &Config) -> Result<Reviewed, BadReview> {
+    let request = envelope(body)?.into_request(endpoint)?;
+    Ok(respond(request, endpoint, config))
+}
+
+/// Parses a whole AdmissionReview request, objects included, with the checks of [`review`].
+pub fn parse_request(body: &[u8]) -> Result<Request, BadReview> {
+    let envelope = envelope(body)?;
+    let parse = |raw: Option<&RawValue>| raw.map(|raw| serde_json::from_str(raw.get())).transpose();
+    let objects = (
+        parse(envelope.object),
+        parse(envelope.old_object),
+        parse(envelope.options),
+    );
+    let (Ok(object), Ok(old_object), Ok(options)) = objects else {
+        return Err(BadReview("request object is not valid JSON".to_owned()));
+    };
+    Ok(Request {
+        uid: envelope.uid,
+        kind: envelope.kind,
+        sub_resource: envelope.sub_resource,
+        name: envelope.name,
+        namespace: envelope.namespace,
+        operation: envelope.operation,
+        object,
+        old_object,
+        dry_run: envelope.dry_run,
+        options,
+    })
+}
+
+/// The checks every review passes: JSON, `admission.k8s.io/v1` AdmissionReview, a request
+/// with a uid.
+fn envelope(body: &[u8]) -> Result<RequestIn<'_>, BadReview> {
     let review: ReviewIn = serde_json::from_slice(body)
         .map_err(|e| BadReview(format!("request body is not a valid AdmissionReview: {e}")))?;
     if review.kind != "AdmissionReview" || review.api_version != API_VERSION {
@@ -173,7 +283,7 @@ pub fn review(body: &[u8], endpoint: Endpoint, config: &Config) -> Result<Review
     if request.uid.is_empty() {
         return Err(BadReview("AdmissionReview request has no uid".to_owned()));
     }
-    Ok(respond(request, endpoint, config))
+    Ok(request)
 }
 
 /// Decides on an already parsed request and serializes the answer.

@@ -1,0 +1,25 @@
+//! Runs the core on the seed review N times, for profilers:
+//! `cargo build --release --example profile_core && valgrind --tool=callgrind target/release/examples/profile_core 500`
+fn main() {
+    let body = std::fs::read("examples/review-job-worker.json").unwrap();
+    let config = prestop_injector::config::Config::default();
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let mut total = 0;
+    for _ in 0..n {
+        total += prestop_injector::admission::review(
+            &body,
+            prestop_injector::mutation::Endpoint::Mutate,
+            &config,
+        )
+        .unwrap()
+        .body
+        .len();
+    }
+    println!("{total}");
+}
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

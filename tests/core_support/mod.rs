@@ -1,0 +1,152 @@
+//! Shared helpers for the core's tests: build requests, decide, apply the patch with a
+//! real RFC 6902 implementation, and check that a second pass changes nothing.
+#![allow(dead_code)]
+
+use prestop_injector::admission::{GroupVersionKind, Operation, Request};
+use prestop_injector::config::Config;
+use prestop_injector::mutation::{decide, Decision, Endpoint};
+use serde_json::{json, Value};
+
+/// A request as the API server sends it for `object`, kind taken from its apiVersion/kind.
+pub fn request(operation: Operation, object: Value) -> Request {
+    let api_version = object["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    Request {
+        uid: "00000000-0000-0000-0000-000000000001".into(),
+        kind: GroupVersionKind {
+            group: group.into(),
+            version: version.into(),
+            kind: object["kind"].as_str().unwrap_or("").into(),
+        },
+        name: object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        namespace: Some("default".into()),
+        operation,
+        object: Some(object),
+        ..Request::default()
+    }
+}
+
+/// The result of one decision, with the patch applied.
+#[derive(Debug)]
+pub struct Outcome {
+    pub decision: Decision,
+    pub patched: Value,
+}
+
+impl Outcome {
+    pub fn warnings(&self) -> String {
+        self.decision.warnings.join("\n")
+    }
+    pub fn denial(&self) -> &str {
+        &self
+            .decision
+            .denial
+            .as_ref()
+            .expect("expected a denial")
+            .message
+    }
+    pub fn paths(&self) -> Vec<String> {
+        self.decision
+            .patch
+            .iter()
+            .flat_map(|p| p.0.iter())
+            .map(|op| op.path().to_string())
+            .collect()
+    }
+}
+
+/// Decides, applies the patch to the original with json-patch, and asserts that deciding
+/// again on the result yields no patch (SPEC §8, reinvocation safe).
+pub fn mutate_with(endpoint: Endpoint, config: &Config, object: Value) -> Outcome {
+    let decision = decide(
+        &request(Operation::Create, object.clone()),
+        endpoint,
+        config,
+    );
+    let mut patched = object;
+    if let Some(patch) = &decision.patch {
+        json_patch::patch(&mut patched, patch).expect("the patch applies to the original");
+        let again = decide(
+            &request(Operation::Create, patched.clone()),
+            endpoint,
+            config,
+        );
+        assert_eq!(
+            again.patch,
+            None,
+            "second pass must be empty; first patch: {}",
+            json!(patch)
+        );
+    }
+    Outcome { decision, patched }
+}
+
+pub fn mutate(object: Value) -> Outcome {
+    mutate_with(Endpoint::Mutate, &Config::default(), object)
+}
+
+/// A Job whose single container mounts hostPath volumes; `annotations` on the Job.
+pub fn job(annotations: Value, container: Value, volumes: Value) -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "job-worker", "annotations": annotations},
+        "spec": {"template": {"spec": {"containers": [container], "volumes": volumes, "restartPolicy": "Never"}}}
+    })
+}
+
+/// A busybox container mounting volume `scratch` at `/scratch`.
+pub fn scratch_container() -> Value {
+    json!({"name": "app", "image": "busybox:1.36", "command": ["sh", "-c", "sleep 1"],
+           "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]})
+}
+
+pub fn host_path_volume(name: &str, path: &str) -> Value {
+    json!({"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
+}
+
+/// A Job with one busybox container mounting hostPath `/mnt/scratch` at `/scratch`.
+pub fn scratch_job(annotations: Value) -> Value {
+    job(
+        annotations,
+        scratch_container(),
+        json!([host_path_volume("scratch", "/mnt/scratch")]),
+    )
+}
+
+pub fn template_spec(object: &Value) -> &Value {
+    object
+        .pointer("/spec/template/spec")
+        .expect("a pod template spec")
+}
+
+pub fn container(object: &Value, index: usize) -> &Value {
+    &template_spec(object)["containers"][index]
+}
+
+pub fn pre_stop_argv(container: &Value) -> Vec<String> {
+    serde_json::from_value(
+        container
+            .pointer("/lifecycle/preStop/exec/command")
+            .cloned()
+            .unwrap_or(json!([])),
+    )
+    .expect("argv of strings")
+}
+
+pub fn grace(object: &Value) -> Option<u64> {
+    template_spec(object)
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_u64)
+}
+
+pub fn status(object: &Value) -> Option<Value> {
+    let text = object
+        .pointer("/spec/template/metadata/annotations")?
+        .get("prestop-injector.io/status")?
+        .as_str()?;
+    Some(serde_json::from_str(text).expect("status is JSON"))
+}
