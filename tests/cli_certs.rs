@@ -6,11 +6,11 @@
 mod common;
 
 use std::io::{Read as _, Write as _};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn prestop_injector(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
@@ -139,35 +139,6 @@ fn refuses_to_overwrite_keys_unless_forced() {
     assert_ne!(std::fs::read(dir.path().join("tls.key")).unwrap(), key);
 }
 
-/// Kills the server when the test ends, however it ends.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Status line of `GET path` over plain HTTP, or `None` while nothing answers.
-fn http_status(address: SocketAddr, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).ok()?;
-    response.lines().next().map(str::to_owned)
-}
-
 #[test]
 fn the_server_serves_the_certificate_to_a_verifying_client() {
     use rustls_pki_types::pem::PemObject as _;
@@ -175,46 +146,10 @@ fn the_server_serves_the_certificate_to_a_verifying_client() {
 
     let dir = tempfile::tempdir().unwrap();
     assert!(certs(dir.path(), &[]).status.success());
-    let (listen, probe) = (free_port(), free_port());
-    let mut server = Server(
-        Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
-            .arg("serve")
-            .arg(format!(
-                "--tls-cert={}",
-                dir.path().join("tls.crt").display()
-            ))
-            .arg(format!(
-                "--tls-key={}",
-                dir.path().join("tls.key").display()
-            ))
-            .arg(format!("--listen=127.0.0.1:{listen}"))
-            .arg(format!("--probe-listen=127.0.0.1:{probe}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start prestop-injector serve"),
-    );
-
-    let probe_address: SocketAddr = ([127, 0, 0, 1], probe).into();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = server.0.try_wait().unwrap() {
-            let mut stderr = String::new();
-            server
-                .0
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut stderr)
-                .unwrap();
-            panic!("serve exited with {status} before becoming ready:\n{stderr}");
-        }
-        if http_status(probe_address, "/readyz").is_some_and(|line| line.contains(" 200")) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "/readyz not 200 within 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let server = common::start_server(&[
+        format!("--tls-cert={}", dir.path().join("tls.crt").display()),
+        format!("--tls-key={}", dir.path().join("tls.key").display()),
+    ]);
 
     let mut roots = rustls::RootCertStore::empty();
     let ca = CertificateDer::from_pem_file(dir.path().join("ca.crt")).unwrap();
@@ -227,7 +162,7 @@ fn the_server_serves_the_certificate_to_a_verifying_client() {
         .with_no_client_auth();
     let name = ServerName::try_from("prestop-injector.prestop-system.svc").unwrap();
     let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let socket = TcpStream::connect(("127.0.0.1", listen)).unwrap();
+    let socket = TcpStream::connect(("127.0.0.1", server.listen)).unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();

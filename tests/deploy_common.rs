@@ -136,3 +136,77 @@ pub fn webhook<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
     assert_eq!(webhooks.len(), 1, "{kind} has exactly one webhook");
     &webhooks[0]
 }
+
+/// A running `prestop-injector serve`, killed when dropped, however the test ends.
+pub struct Server {
+    child: std::process::Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+    /// The HTTPS port.
+    pub listen: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// Status line of `GET path` over plain HTTP, or `None` while nothing answers.
+fn http_status(port: u16, path: &str) -> Option<String> {
+    use std::io::Read as _;
+    use std::time::Duration;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.lines().next().map(str::to_owned)
+}
+
+/// Starts `prestop-injector serve ARGS` on free loopback ports (ARGS must not set
+/// --listen or --probe-listen) and waits, with a deadline, until /readyz answers 200.
+pub fn start_server(args: &[String]) -> Server {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let (listen, probe) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
+        .arg("serve")
+        .args(args)
+        .arg(format!("--listen=127.0.0.1:{listen}"))
+        .arg(format!("--probe-listen=127.0.0.1:{probe}"))
+        .stdout(std::process::Stdio::null())
+        // A file, not a pipe: a full pipe nobody reads would stall the server.
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start prestop-injector serve");
+    let mut server = Server {
+        child,
+        log,
+        _dir: dir,
+        listen,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+            panic!("serve {args:?} exited with {status} before becoming ready:\n{log}");
+        }
+        if http_status(probe, "/readyz").is_some_and(|line| line.contains(" 200")) {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "/readyz not 200 within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
