@@ -195,7 +195,7 @@ fn deployment_is_highly_available_and_restricted() {
     assert_eq!(flag("listen"), "0.0.0.0:8443");
     assert_eq!(flag("probe-listen"), "0.0.0.0:8080");
     // Our own preStop sleep matches --shutdown-delay, and the grace period covers both
-    // plus draining a review that may take up to timeoutSeconds.
+    // plus the drain of in-flight reviews, which needs at least the webhook timeout.
     let sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
         .as_i64()
         .unwrap();
@@ -203,10 +203,15 @@ fn deployment_is_highly_available_and_restricted() {
     let timeout = webhook(&objects, "MutatingWebhookConfiguration")["timeoutSeconds"]
         .as_i64()
         .unwrap();
+    let drain: i64 = flag("drain-timeout").trim_end_matches('s').parse().unwrap();
+    assert!(
+        drain >= timeout,
+        "drain {drain}s shorter than a review ({timeout}s)"
+    );
     let grace = pod["terminationGracePeriodSeconds"].as_i64().unwrap();
     assert!(
-        grace >= 2 * sleep + timeout,
-        "grace {grace}s must cover {sleep}s + {sleep}s + {timeout}s"
+        grace > 2 * sleep + drain,
+        "grace {grace}s must cover {sleep}s + {sleep}s + {drain}s"
     );
 
     // Secret and ConfigMap mounted as directories (no subPath) so updates arrive.
@@ -306,4 +311,49 @@ fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
         webhook(&objects, "MutatingWebhookConfiguration")["clientConfig"]["service"]["path"],
         "/mutate/auto"
     );
+}
+
+#[test]
+fn the_deployment_arguments_start_the_real_server() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, "cluster-wide");
+    let deployment = find(&objects, "Deployment", "prestop-injector");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    // The shipped config and a certificate, at temporary paths instead of the mounts.
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
+        .args(["certs", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let config = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the config ConfigMap");
+    let config_file = dir.path().join("config.yaml");
+    std::fs::write(
+        &config_file,
+        config["data"]["config.yaml"].as_str().unwrap(),
+    )
+    .unwrap();
+    let local = |name: &str| dir.path().join(name).display().to_string();
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|arg| arg.as_str().unwrap())
+        .skip(1) // "serve"
+        .filter(|arg| !arg.starts_with("--listen=") && !arg.starts_with("--probe-listen="))
+        .map(|arg| match arg.split_once('=') {
+            Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
+            Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
+            Some(("--config", _)) => format!("--config={}", config_file.display()),
+            _ => arg.to_owned(),
+        })
+        .collect();
+    // Every flag the Deployment passes is one the server accepts, with the shipped config.
+    let _server = common::start_server(&args);
 }
