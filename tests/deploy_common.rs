@@ -210,3 +210,74 @@ pub fn start_server(args: &[String]) -> Server {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Kinds that kubernetes-validate has no schema for (CRDs); asserted on by hand below.
+pub const NOT_VALIDATED: [(&str, &str); 2] = [
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+];
+/// Oldest supported (matchConditions and the preStop sleep action are GA in 1.30); the
+/// newest comes from the validator's own default.
+pub const OLDEST_KUBERNETES: &str = "1.30.0";
+
+pub fn validate(tool: &Path, label: &str, objects: &[Value]) {
+    let mut text = String::new();
+    for object in objects {
+        let key = (
+            object["apiVersion"].as_str().unwrap_or(""),
+            object["kind"].as_str().unwrap_or(""),
+        );
+        if NOT_VALIDATED.contains(&key) {
+            continue;
+        }
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(object).unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{label}.yaml"));
+    std::fs::write(&file, text).unwrap();
+    for version in [Some(OLDEST_KUBERNETES), None] {
+        let mut command = Command::new(tool);
+        command.arg("--strict");
+        if let Some(version) = version {
+            command.args(["-k", version]);
+        }
+        let output = command
+            .arg(&file)
+            .output()
+            .expect("run kubernetes-validate");
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let version = version.unwrap_or("newest");
+        assert!(
+            output.status.success(),
+            "{label} fails strict validation for {version}:\n{report}"
+        );
+        // A kind without a schema is only a warning: make sure nothing went unchecked.
+        assert!(
+            !report.contains("Couldn't find schema"),
+            "{label} ({version}): {report}"
+        );
+        let passed = report.matches("passed for resource").count();
+        assert_eq!(
+            passed,
+            objects.len() - skipped(objects),
+            "{label} ({version}):\n{report}"
+        );
+    }
+}
+
+pub fn skipped(objects: &[Value]) -> usize {
+    objects
+        .iter()
+        .filter(|o| {
+            NOT_VALIDATED.contains(&(
+                o["apiVersion"].as_str().unwrap(),
+                o["kind"].as_str().unwrap(),
+            ))
+        })
+        .count()
+}

@@ -5,80 +5,8 @@
 mod common;
 
 use common::{find, webhook};
-use serde_json::{json, Value};
-use std::path::Path;
+use serde_json::json;
 use std::process::Command;
-
-/// Kinds that kubernetes-validate has no schema for (CRDs); asserted on by hand below.
-const NOT_VALIDATED: [(&str, &str); 2] = [
-    ("cert-manager.io/v1", "Issuer"),
-    ("cert-manager.io/v1", "Certificate"),
-];
-/// Oldest supported (matchConditions and the preStop sleep action are GA in 1.30); the
-/// newest comes from the validator's own default.
-const OLDEST_KUBERNETES: &str = "1.30.0";
-
-fn validate(tool: &Path, label: &str, objects: &[Value]) {
-    let mut text = String::new();
-    for object in objects {
-        let key = (
-            object["apiVersion"].as_str().unwrap_or(""),
-            object["kind"].as_str().unwrap_or(""),
-        );
-        if NOT_VALIDATED.contains(&key) {
-            continue;
-        }
-        text.push_str("---\n");
-        text.push_str(&serde_yaml::to_string(object).unwrap());
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join(format!("{label}.yaml"));
-    std::fs::write(&file, text).unwrap();
-    for version in [Some(OLDEST_KUBERNETES), None] {
-        let mut command = Command::new(tool);
-        command.arg("--strict");
-        if let Some(version) = version {
-            command.args(["-k", version]);
-        }
-        let output = command
-            .arg(&file)
-            .output()
-            .expect("run kubernetes-validate");
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let version = version.unwrap_or("newest");
-        assert!(
-            output.status.success(),
-            "{label} fails strict validation for {version}:\n{report}"
-        );
-        // A kind without a schema is only a warning: make sure nothing went unchecked.
-        assert!(
-            !report.contains("Couldn't find schema"),
-            "{label} ({version}): {report}"
-        );
-        let passed = report.matches("passed for resource").count();
-        assert_eq!(
-            passed,
-            objects.len() - skipped(objects),
-            "{label} ({version}):\n{report}"
-        );
-    }
-}
-
-fn skipped(objects: &[Value]) -> usize {
-    objects
-        .iter()
-        .filter(|o| {
-            NOT_VALIDATED.contains(&(
-                o["apiVersion"].as_str().unwrap(),
-                o["kind"].as_str().unwrap(),
-            ))
-        })
-        .count()
-}
 
 #[test]
 fn every_overlay_renders_and_validates_strictly() {
@@ -88,10 +16,10 @@ fn every_overlay_renders_and_validates_strictly() {
     };
     for overlay in common::OVERLAYS {
         let objects = common::render(&kubectl, overlay);
-        validate(&validator, overlay, &objects);
+        common::validate(&validator, overlay, &objects);
         let expected = if overlay == "cert-manager" { 4 } else { 0 };
         assert_eq!(
-            skipped(&objects),
+            common::skipped(&objects),
             expected,
             "{overlay}: cert-manager objects"
         );
@@ -287,7 +215,7 @@ fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
     );
 
     let objects = common::render_dir(&kubectl, &out.path().join("namespace-opt-in"));
-    validate(&validator, "generated", &objects);
+    common::validate(&validator, "generated", &objects);
     let b64 = |file: &str| {
         base64::engine::general_purpose::STANDARD
             .encode(std::fs::read(out.path().join("tls").join(file)).unwrap())
