@@ -4,6 +4,8 @@
 //! A missing shell fails the test when `PRESTOP_REQUIRE_SHELLS=1` (CI sets it); otherwise
 //! the test prints a skip note and runs with the shells it has.
 
+#![allow(dead_code)]
+
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
