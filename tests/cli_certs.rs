@@ -2,7 +2,7 @@
 //! carry the Service's DNS names, whose keys only the owner reads, and that the server
 //! serves to a client verifying `prestop-injector.prestop-system.svc`.
 
-#[path = "deploy_common.rs"]
+#[path = "support/deploy.rs"]
 mod common;
 
 use std::io::{Read as _, Write as _};

@@ -1,7 +1,7 @@
 //! `prestop-injector webhook-config`: prints both configurations with the caBundle, and
 //! the same content as the kustomize overlays.
 
-#[path = "deploy_common.rs"]
+#[path = "support/deploy.rs"]
 mod common;
 
 use base64::Engine as _;

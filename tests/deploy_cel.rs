@@ -5,7 +5,7 @@
 //! that errors fails the request under failurePolicy: Fail. So each case also asserts
 //! that no expression errors.
 
-#[path = "deploy_common.rs"]
+#[path = "support/deploy.rs"]
 mod common;
 
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! The kustomize overlays under deploy/: they render, validate against the Kubernetes
 //! schemas in strict mode, and carry the settings docs/INSTALL.md promises.
 
-#[path = "deploy_common.rs"]
+#[path = "support/deploy.rs"]
 mod common;
 
 use common::{find, webhook};

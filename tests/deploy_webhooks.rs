@@ -1,7 +1,7 @@
 //! The webhook configurations and the cert-manager objects the overlays install: the
 //! settings docs/INSTALL.md promises, the rules of SPEC §1, and how the overlays compose.
 
-#[path = "deploy_common.rs"]
+#[path = "support/deploy.rs"]
 mod common;
 
 use common::{find, webhook};

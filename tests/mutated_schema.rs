@@ -3,7 +3,7 @@
 //! TTL — validates against the Kubernetes schemas in strict mode, for the oldest version
 //! we support and the newest the validator ships.
 
-#[path = "deploy_common.rs"]
+#[path = "support/deploy.rs"]
 mod common;
 mod core_support;
 

@@ -1,4 +1,4 @@
-//! Helpers shared by the deploy tests (`#[path = "deploy_common.rs"] mod common;`):
+//! Helpers shared by the deploy tests (`#[path = "support/deploy.rs"] mod common;`):
 //! finding kubectl and kubernetes-validate, rendering the kustomize overlays.
 //!
 //! A missing tool skips the test with a note, or fails it when PRESTOP_REQUIRE_TOOLS=1
