@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::io::Write as _;
 
+mod object;
+
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +70,12 @@ trait ObjectRead {
 impl ObjectRead for Value {
     fn kept(self) -> Option<Value> {
         Some(self)
+    }
+}
+
+impl ObjectRead for object::CoreObject {
+    fn kept(self) -> Option<Value> {
+        Some(self.0)
     }
 }
 
@@ -206,15 +214,18 @@ pub struct Reviewed {
 ///
 /// Objects the endpoint cannot act on are not parsed at all (the object on `/mutate` when
 /// the review never mentions our annotations, oldObject on the mutating endpoints, the
-/// object on `/validate`), so `Reviewed::request` may lack them: tools that need the whole
-/// request use [`parse_request`] and [`respond`].
+/// object on `/validate`), and those it reads lack `status` and `metadata.managedFields`
+/// (see `object.rs`), so `Reviewed::request` holds partial objects: tools that need the
+/// whole request use [`parse_request`] and [`respond`].
 pub fn review(body: &[u8], endpoint: Endpoint, config: &Config) -> Result<Reviewed, BadReview> {
     let request = match endpoint {
         Endpoint::Mutate if memchr::memmem::find(body, ANNOTATION_MARK).is_none() => {
             envelope::<IgnoredAny, IgnoredAny>(body)?
         }
-        Endpoint::Mutate | Endpoint::MutateAuto => envelope::<Value, IgnoredAny>(body)?,
-        Endpoint::Validate => envelope::<IgnoredAny, Value>(body)?,
+        Endpoint::Mutate | Endpoint::MutateAuto => {
+            envelope::<object::CoreObject, IgnoredAny>(body)?
+        }
+        Endpoint::Validate => envelope::<IgnoredAny, object::CoreObject>(body)?,
     };
     Ok(respond(request, endpoint, config))
 }
