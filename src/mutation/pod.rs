@@ -41,6 +41,7 @@ pub fn mutate(
     let plans = plan(spec, settings, config, &mut warnings)?;
 
     let mut sidecar = SidecarPlan::default();
+    let sidecar_name_taken = sidecar::name_taken(spec);
     let mut injected = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
@@ -56,6 +57,15 @@ pub fn mutate(
                     injected.push(name);
                 }
                 Plan::Restore => restore(container),
+                Plan::Sidecar(_) if sidecar_name_taken => {
+                    let warning = format!(
+                        "container {name:?} not cleaned: an init container is already named {:?}",
+                        sidecar::NAME
+                    );
+                    if !warnings.contains(&warning) {
+                        warnings.push(warning);
+                    }
+                }
                 Plan::Sidecar(paths) => {
                     if matches!(Existing::of(container), Existing::Ours(_)) {
                         restore(container);
