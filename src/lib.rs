@@ -3,6 +3,37 @@
 //!
 //! Layers: [`mutation`] is the pure core; [`admission`] turns bytes into a decision and
 //! back; [`server`] is the HTTPS adapter; [`cli`] holds the offline commands.
+//!
+//! The core on its own, as the server and `prestop-injector mutate` call it:
+//!
+//! ```
+//! use prestop_injector::admission::{GroupVersionKind, Operation, Request};
+//! use prestop_injector::config::Config;
+//! use prestop_injector::mutation::{decide, Endpoint};
+//! use serde_json::json;
+//!
+//! let job = json!({
+//!     "apiVersion": "batch/v1", "kind": "Job",
+//!     "metadata": {"name": "worker", "annotations": {"prestop-injector.io/cleanup": "auto"}},
+//!     "spec": {"template": {"spec": {
+//!         "containers": [{"name": "app", "image": "busybox:1.36",
+//!                         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+//!         "volumes": [{"name": "scratch", "hostPath": {"path": "/mnt/scratch"}}]}}}
+//! });
+//! let request = Request {
+//!     uid: "1".into(),
+//!     kind: GroupVersionKind { group: "batch".into(), version: "v1".into(), kind: "Job".into() },
+//!     operation: Operation::Create,
+//!     object: Some(job.clone()),
+//!     ..Request::default()
+//! };
+//! let decision = decide(&request, Endpoint::Mutate, &Config::default());
+//! let mut patched = job;
+//! json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
+//! let spec = &patched["spec"]["template"]["spec"];
+//! assert_eq!(spec["terminationGracePeriodSeconds"], 40); // 30 s cleanup + 10 s shutdown
+//! assert_eq!(spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][4], "/scratch");
+//! ```
 
 pub mod admission;
 pub mod certs;

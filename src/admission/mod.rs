@@ -9,28 +9,37 @@
 use crate::config::Config;
 use crate::mutation::{self, Decision, Endpoint};
 use base64::Engine as _;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
+use std::io::Write as _;
+
+mod object;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
+)]
+struct ReviewIn<O, Old> {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
     kind: String,
-    #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
+    request: Option<RequestIn<O, Old>>,
 }
 
-/// A request as read off the wire: the objects stay raw until we know they are needed,
-/// so that the common no-op answers never build a `Value` of the whole object.
+/// A request as read off the wire, generic over how its objects are read: into a `Value`
+/// when the endpoint acts on them, or skipped with `IgnoredAny` — no tree is built for
+/// an object nobody looks at (an UPDATE's oldObject on `/mutate`, say).
 #[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn<'a> {
+#[serde(
+    rename_all = "camelCase",
+    bound(deserialize = "O: Deserialize<'de>, Old: Deserialize<'de>")
+)]
+struct RequestIn<O, Old> {
     #[serde(default)]
     uid: String,
     #[serde(default)]
@@ -43,59 +52,60 @@ struct RequestIn<'a> {
     namespace: Option<String>,
     #[serde(default)]
     operation: Operation,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    old_object: Option<&'a RawValue>,
+    #[serde(default)]
+    object: Option<O>,
+    #[serde(default)]
+    old_object: Option<Old>,
     #[serde(default)]
     dry_run: Option<bool>,
-    #[serde(borrow, default)]
-    options: Option<&'a RawValue>,
+    #[serde(default)]
+    options: Option<Value>,
 }
 
-/// Our annotation prefix without the `/`, which JSON may escape. The API server's encoder
-/// escapes neither letters, `-` nor `.`, so an object whose text lacks it carries none of
-/// our annotations.
-const ANNOTATION_MARK: &str = "prestop-injector.io";
+/// How an object was read: kept, or skipped.
+trait ObjectRead {
+    fn kept(self) -> Option<Value>;
+}
 
-impl RequestIn<'_> {
-    /// Builds the core's request, parsing only what the endpoint can look at.
-    fn into_request(self, endpoint: Endpoint) -> Result<Request, BadReview> {
-        let parse = |raw: Option<&RawValue>| -> Result<Option<Value>, BadReview> {
-            raw.map(|raw| serde_json::from_str(raw.get()))
-                .transpose()
-                .map_err(|e| BadReview(format!("request object is not valid JSON: {e}")))
-        };
-        let supported = mutation::workload::find(&self.kind, self.operation).is_some();
-        let (object, old_object, options) = match endpoint {
-            Endpoint::Validate if self.operation == Operation::Delete => {
-                (None, parse(self.old_object)?, parse(self.options)?)
-            }
-            Endpoint::Validate => (None, None, None),
-            _ if !supported => (None, None, None),
-            Endpoint::Mutate
-                if !self
-                    .object
-                    .is_some_and(|raw| raw.get().contains(ANNOTATION_MARK)) =>
-            {
-                (None, None, None)
-            }
-            _ => (parse(self.object)?, None, None),
-        };
-        Ok(Request {
+impl ObjectRead for Value {
+    fn kept(self) -> Option<Value> {
+        Some(self)
+    }
+}
+
+impl ObjectRead for object::CoreObject {
+    fn kept(self) -> Option<Value> {
+        Some(self.0)
+    }
+}
+
+impl ObjectRead for IgnoredAny {
+    fn kept(self) -> Option<Value> {
+        None
+    }
+}
+
+impl<O: ObjectRead, Old: ObjectRead> RequestIn<O, Old> {
+    fn into_request(self) -> Request {
+        Request {
             uid: self.uid,
             kind: self.kind,
             sub_resource: self.sub_resource,
             name: self.name,
             namespace: self.namespace,
             operation: self.operation,
-            object,
-            old_object,
+            object: self.object.and_then(ObjectRead::kept),
+            old_object: self.old_object.and_then(ObjectRead::kept),
             dry_run: self.dry_run,
-            options,
-        })
+            options: self.options,
+        }
     }
 }
+
+/// Our annotation prefix without the `/`, which JSON may escape. The API server's encoder
+/// escapes neither letters, `-` nor `.`, so a review whose text lacks it carries none of
+/// our annotations.
+const ANNOTATION_MARK: &[u8] = b"prestop-injector.io";
 
 /// The parts of an AdmissionRequest we read. Everything else in the review is ignored.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -157,36 +167,6 @@ impl Operation {
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: ResponseOut<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseOut<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    /// base64 of the JSON Patch document, as the API server expects.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<StatusOut<'a>>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
-#[derive(Serialize)]
-struct StatusOut<'a> {
-    code: u16,
-    message: &'a str,
-}
-
 /// A request body that is not a usable AdmissionReview: answered with HTTP 400.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -232,44 +212,37 @@ pub struct Reviewed {
 /// A panic in the core after the uid is known becomes a response with that uid and code 500,
 /// so the API server reports an internal error instead of a broken connection.
 ///
-/// Objects the endpoint cannot act on are not parsed at all (an object on `/mutate` that
-/// never mentions our annotations, the object on `/validate`), so `Reviewed::request` may
-/// lack them: tools that need the whole request use [`parse_request`] and [`respond`].
+/// Objects the endpoint cannot act on are not parsed at all (the object on `/mutate` when
+/// the review never mentions our annotations, oldObject on the mutating endpoints, the
+/// object on `/validate`), and those it reads lack `status` and `metadata.managedFields`
+/// (see `object.rs`), so `Reviewed::request` holds partial objects: tools that need the
+/// whole request use [`parse_request`] and [`respond`].
 pub fn review(body: &[u8], endpoint: Endpoint, config: &Config) -> Result<Reviewed, BadReview> {
-    let request = envelope(body)?.into_request(endpoint)?;
+    let request = match endpoint {
+        Endpoint::Mutate if memchr::memmem::find(body, ANNOTATION_MARK).is_none() => {
+            envelope::<IgnoredAny, IgnoredAny>(body)?
+        }
+        Endpoint::Mutate | Endpoint::MutateAuto => {
+            envelope::<object::CoreObject, IgnoredAny>(body)?
+        }
+        Endpoint::Validate => envelope::<IgnoredAny, object::CoreObject>(body)?,
+    };
     Ok(respond(request, endpoint, config))
 }
 
 /// Parses a whole AdmissionReview request, objects included, with the checks of [`review`].
 pub fn parse_request(body: &[u8]) -> Result<Request, BadReview> {
-    let envelope = envelope(body)?;
-    let parse = |raw: Option<&RawValue>| raw.map(|raw| serde_json::from_str(raw.get())).transpose();
-    let objects = (
-        parse(envelope.object),
-        parse(envelope.old_object),
-        parse(envelope.options),
-    );
-    let (Ok(object), Ok(old_object), Ok(options)) = objects else {
-        return Err(BadReview("request object is not valid JSON".to_owned()));
-    };
-    Ok(Request {
-        uid: envelope.uid,
-        kind: envelope.kind,
-        sub_resource: envelope.sub_resource,
-        name: envelope.name,
-        namespace: envelope.namespace,
-        operation: envelope.operation,
-        object,
-        old_object,
-        dry_run: envelope.dry_run,
-        options,
-    })
+    envelope::<Value, Value>(body)
 }
 
 /// The checks every review passes: JSON, `admission.k8s.io/v1` AdmissionReview, a request
 /// with a uid.
-fn envelope(body: &[u8]) -> Result<RequestIn<'_>, BadReview> {
-    let review: ReviewIn = serde_json::from_slice(body)
+fn envelope<O, Old>(body: &[u8]) -> Result<Request, BadReview>
+where
+    O: DeserializeOwned + ObjectRead,
+    Old: DeserializeOwned + ObjectRead,
+{
+    let review: ReviewIn<O, Old> = serde_json::from_slice(body)
         .map_err(|e| BadReview(format!("request body is not a valid AdmissionReview: {e}")))?;
     if review.kind != "AdmissionReview" || review.api_version != API_VERSION {
         return Err(BadReview(format!(
@@ -283,7 +256,7 @@ fn envelope(body: &[u8]) -> Result<RequestIn<'_>, BadReview> {
     if request.uid.is_empty() {
         return Err(BadReview("AdmissionReview request has no uid".to_owned()));
     }
-    Ok(request)
+    Ok(request.into_request())
 }
 
 /// Decides on an already parsed request and serializes the answer.
@@ -321,26 +294,70 @@ pub fn respond(request: Request, endpoint: Endpoint, config: &Config) -> Reviewe
 
 /// Serializes a decision as an AdmissionReview response.
 pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
-    // Serializing a JSON Patch built from `Value`s cannot fail.
-    let patch = decision.patch.as_ref().map(|patch| {
-        let json = serde_json::to_vec(patch).unwrap_or_default();
-        base64::engine::general_purpose::STANDARD.encode(json)
+    // Written by hand around serde_json's string escaping, so that the base64 patch (most
+    // of the bytes) is encoded straight into the body and never scanned for escapes.
+    // Writing into a Vec cannot fail, nor can serializing strings and `Value`s.
+    let mut out = Vec::with_capacity(256 + decision.patch.as_ref().map_or(0, |p| p.0.len() * 512));
+    out.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
+    );
+    let _ = serde_json::to_writer(&mut out, uid);
+    out.extend_from_slice(if decision.denial.is_none() {
+        br#","allowed":true"#
+    } else {
+        br#","allowed":false"#
     });
-    let response = ReviewOut {
-        api_version: API_VERSION,
-        kind: "AdmissionReview",
-        response: ResponseOut {
-            uid,
-            allowed: decision.denial.is_none(),
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            status: decision.denial.as_ref().map(|denial| StatusOut {
-                code: denial.code,
-                message: &denial.message,
-            }),
-            warnings: &decision.warnings,
-        },
-    };
-    // Serializing plain strings, bools and numbers into a Vec cannot fail.
-    serde_json::to_vec(&response).unwrap_or_default()
+    if let Some(patch) = &decision.patch {
+        out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
+        let json = serde_json::to_vec(patch).unwrap_or_default();
+        let start = out.len();
+        out.resize(
+            start + base64::encoded_len(json.len(), true).unwrap_or(0),
+            0,
+        );
+        let written = base64::engine::general_purpose::STANDARD
+            .encode_slice(&json, &mut out[start..])
+            .unwrap_or(0);
+        out.truncate(start + written);
+        out.push(b'"');
+    }
+    if let Some(denial) = &decision.denial {
+        let _ = write!(out, r#","status":{{"code":{},"message":"#, denial.code);
+        let _ = serde_json::to_writer(&mut out, &denial.message);
+        out.push(b'}');
+    }
+    if !decision.warnings.is_empty() {
+        out.extend_from_slice(br#","warnings":"#);
+        let _ = serde_json::to_writer(&mut out, &decision.warnings);
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mutation::Denial;
+
+    #[test]
+    fn encodes_every_shape_of_answer_as_valid_json() {
+        let allowed = encode("u\"1", &Decision::allow());
+        assert_eq!(
+            String::from_utf8(allowed).unwrap(),
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u\"1","allowed":true}}"#
+        );
+        let denied = Decision {
+            warnings: vec!["w \"1\"".into()],
+            ..Decision::deny(Denial {
+                code: 403,
+                reason: "r",
+                message: "no\n\"way\"".into(),
+            })
+        };
+        let body: Value = serde_json::from_slice(&encode("u", &denied)).unwrap();
+        assert_eq!(
+            body["response"],
+            serde_json::json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no\n\"way\""}, "warnings": ["w \"1\""]})
+        );
+    }
 }

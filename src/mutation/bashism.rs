@@ -8,6 +8,8 @@
 //! single quotes (`echo '<<<'`) or double quotes (except `${a[…]}`, which expands there)
 //! is not a finding, and neither is a `#` comment. Here-document bodies are scanned as
 //! code: a rare false positive only means we warn instead of rewriting.
+//!
+//! [`c_script`] finds the script in bash's arguments (`-c`, `-ec`, `-o pipefail -c`, …).
 
 /// The first bash-only construct found in `script` (e.g. "arrays", "<<<"), or `None`.
 pub fn bash_only_syntax(script: &str) -> Option<&'static str> {
@@ -77,6 +79,49 @@ pub fn bash_only_syntax(script: &str) -> Option<&'static str> {
         i += 1;
     }
     None
+}
+
+/// The `-c` script among a shell's arguments (after argv[0]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CScript<'a> {
+    /// No `-c`: a script file or an interactive shell.
+    None,
+    Text(&'a str),
+    /// An argument that matters is not a string (odd JSON): decide nothing.
+    Unknown,
+}
+
+/// Finds the `-c` script: options come first (`-c`, combined `-ec`/`-xc`, `+e`, long
+/// `--login`; `-o NAME` takes the next argument), and with `-c` the first operand is the
+/// script. `None` entries stand for non-string JSON values.
+pub fn c_script<'a>(args: &[Option<&'a str>]) -> CScript<'a> {
+    let mut has_c = false;
+    let mut i = 0;
+    while let Some(&arg) = args.get(i) {
+        let Some(arg) = arg else {
+            return CScript::Unknown;
+        };
+        if arg == "--" || arg == "-" {
+            i += 1;
+            break;
+        }
+        let Some(flags) = arg.strip_prefix('-').or_else(|| arg.strip_prefix('+')) else {
+            break;
+        };
+        i += 1;
+        if arg.starts_with("--") {
+            continue;
+        }
+        has_c |= arg.starts_with('-') && flags.contains('c');
+        if flags.ends_with('o') || flags.ends_with('O') {
+            i += 1; // `-o pipefail`: the option name is not the script
+        }
+    }
+    match (has_c, args.get(i)) {
+        (false, _) | (true, None) => CScript::None,
+        (true, Some(Some(script))) => CScript::Text(script),
+        (true, Some(None)) => CScript::Unknown,
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -200,6 +245,33 @@ mod tests {
         ];
         for (script, want) in cases {
             assert_eq!(bash_only_syntax(script), *want, "{script:?}");
+        }
+    }
+
+    #[test]
+    fn finds_c_script() {
+        let cases: &[(&[Option<&str>], CScript)] = &[
+            (&[Some("-c"), Some("s")], CScript::Text("s")),
+            (&[Some("-ec"), Some("s"), Some("x")], CScript::Text("s")),
+            (&[Some("-x"), Some("-c"), Some("s")], CScript::Text("s")),
+            (
+                &[Some("-o"), Some("pipefail"), Some("-c"), Some("s")],
+                CScript::Text("s"),
+            ),
+            (
+                &[Some("--login"), Some("-c"), Some("s")],
+                CScript::Text("s"),
+            ),
+            (&[Some("+e"), Some("-c"), Some("s")], CScript::Text("s")),
+            (&[Some("run.sh"), Some("-c")], CScript::None),
+            (&[Some("-e"), Some("run.sh")], CScript::None),
+            (&[Some("-c")], CScript::None),
+            (&[], CScript::None),
+            (&[Some("-c"), None], CScript::Unknown),
+            (&[None, Some("-c"), Some("s")], CScript::Unknown),
+        ];
+        for (args, want) in cases {
+            assert_eq!(c_script(args), *want, "{args:?}");
         }
     }
 }

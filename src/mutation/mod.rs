@@ -21,6 +21,7 @@ use settings::{Annotations, BadAnnotation};
 
 pub mod bashism;
 mod existing;
+mod grace;
 pub mod hook;
 pub mod image;
 mod orphan;
@@ -33,8 +34,8 @@ mod stale_paths;
 pub mod targets;
 pub mod workload;
 
+pub use grace::DEFAULT_GRACE_SECONDS;
 pub use orphan::MESSAGE as ORPHAN_DELETE_MESSAGE;
-pub use pod::DEFAULT_GRACE_SECONDS;
 pub use sidecar::NAME as SIDECAR_NAME;
 
 /// Which URL the review came to; decides the default scope.

@@ -6,12 +6,9 @@ use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
-use super::{image, script, shell_fix, stale_paths};
+use super::{grace, image, shell_fix, stale_paths};
 use crate::config::{Config, Mode};
 use serde_json::{json, Map, Value};
-
-/// Kubernetes' default `terminationGracePeriodSeconds`.
-pub const DEFAULT_GRACE_SECONDS: u64 = 30;
 
 /// What happens to one app container.
 #[derive(Debug)]
@@ -44,6 +41,7 @@ pub fn mutate(
     let plans = plan(spec, settings, config, &mut warnings)?;
 
     let mut sidecar = SidecarPlan::default();
+    let sidecar_name_taken = sidecar::name_taken(spec);
     let mut injected = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
@@ -59,6 +57,15 @@ pub fn mutate(
                     injected.push(name);
                 }
                 Plan::Restore => restore(container),
+                Plan::Sidecar(_) if sidecar_name_taken => {
+                    let warning = format!(
+                        "container {name:?} not cleaned: an init container is already named {:?}",
+                        sidecar::NAME
+                    );
+                    if !warnings.contains(&warning) {
+                        warnings.push(warning);
+                    }
+                }
                 Plan::Sidecar(paths) => {
                     if matches!(Existing::of(container), Existing::Ours(_)) {
                         restore(container);
@@ -72,7 +79,7 @@ pub fn mutate(
     let has_sidecar = !sidecar.targets.is_empty();
     sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
 
-    let grace = raise_grace(spec, settings, config, has_sidecar, &mut warnings);
+    let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;
     let status_present = template
         .pointer("/metadata/annotations")
@@ -88,7 +95,7 @@ pub fn mutate(
     Ok(warnings)
 }
 
-fn app_containers(spec: &Value) -> &[Value] {
+pub(super) fn app_containers(spec: &Value) -> &[Value] {
     spec.get("containers")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
@@ -368,67 +375,6 @@ fn restore(container: &mut Value) {
             }
         }
     }
-}
-
-/// SPEC §5: seconds a container's final preStop may take, from literal sleeps.
-fn hook_estimate(container: &Value, config: &Config) -> u64 {
-    match Existing::of(container) {
-        Existing::Ours(hook) => {
-            let budget = if matches!(hook.action, Action::Cleanup(_)) {
-                config.cleanup_budget_seconds
-            } else {
-                0
-            };
-            hook.literal_sleep_seconds().saturating_add(budget)
-        }
-        Existing::Exec(argv) => script::literal_sleep_seconds(&argv.join(" ")),
-        Existing::Sleep(seconds) => seconds,
-        Existing::None | Existing::Other(_) => 0,
-    }
-}
-
-/// SPEC §5: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+ the sidecar's
-/// cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting value.
-fn raise_grace(
-    spec: &mut Value,
-    settings: &Settings,
-    config: &Config,
-    has_sidecar: bool,
-    warnings: &mut Vec<String>,
-) -> u64 {
-    let hook = settings.hook_seconds.unwrap_or_else(|| {
-        app_containers(spec)
-            .iter()
-            .map(|c| hook_estimate(c, config))
-            .max()
-            .unwrap_or(0)
-    });
-    let sidecar = if has_sidecar {
-        config.cleanup_budget_seconds
-    } else {
-        0
-    };
-    let needed = hook
-        .saturating_add(settings.shutdown_seconds)
-        .saturating_add(sidecar);
-    let current = spec
-        .get("terminationGracePeriodSeconds")
-        .and_then(Value::as_u64);
-    let effective = current.unwrap_or(DEFAULT_GRACE_SECONDS);
-    let capped = if needed > config.max_grace_seconds {
-        warnings.push(format!(
-            "grace period capped at maxGraceSeconds {}s; hook and shutdown need {needed}s",
-            config.max_grace_seconds
-        ));
-        config.max_grace_seconds
-    } else {
-        needed
-    };
-    if capped > effective {
-        spec["terminationGracePeriodSeconds"] = json!(capped);
-        return capped;
-    }
-    effective
 }
 
 fn set_status(template: &mut Value, status: String) {

@@ -12,7 +12,7 @@
 //! - One warning (≤ 120 chars, naming the container) per correction or refusal.
 //! - Odd JSON (wrong types, missing fields, non-string argv entries) is left untouched.
 
-use super::bashism::bash_only_syntax;
+use super::bashism::{bash_only_syntax, c_script, CScript};
 use super::image;
 use crate::config::Config;
 use serde_json::{Map, Value};
@@ -176,45 +176,14 @@ fn plan(argv: &[&Value]) -> Option<Fix> {
     } else {
         return None;
     };
-    match c_script(rest) {
-        Err(()) => None,
-        Ok(Some(script)) => match bash_only_syntax(script) {
+    let args: Vec<Option<&str>> = rest.iter().map(|v| v.as_str()).collect();
+    match c_script(&args) {
+        CScript::Unknown => None,
+        CScript::Text(script) => match bash_only_syntax(script) {
             Some(what) => Some(Fix::Refuse(what)),
             None => Some(Fix::Rewrite { at, to }),
         },
-        Ok(None) => Some(Fix::Rewrite { at, to }),
-    }
-}
-
-/// The `-c` script among bash's arguments: `Ok(None)` without `-c`, `Err` when an entry
-/// that matters is not a string (then we touch nothing).
-fn c_script<'a>(args: &[&'a Value]) -> Result<Option<&'a str>, ()> {
-    let mut has_c = false;
-    let mut i = 0;
-    while let Some(arg) = args.get(i) {
-        let arg = arg.as_str().ok_or(())?;
-        i += 1;
-        if arg == "--" || arg == "-" {
-            break;
-        }
-        if arg.starts_with("--") {
-            continue; // --login, --norc, …
-        }
-        let Some(flags) = arg.strip_prefix('-').or_else(|| arg.strip_prefix('+')) else {
-            i -= 1;
-            break;
-        };
-        has_c |= arg.starts_with('-') && flags.contains('c');
-        if flags.ends_with('o') || flags.ends_with('O') {
-            i += 1; // `-o pipefail`: the option name is not the script
-        }
-    }
-    if !has_c {
-        return Ok(None);
-    }
-    match args.get(i) {
-        None => Ok(None),
-        Some(script) => script.as_str().map(Some).ok_or(()),
+        CScript::None => Some(Fix::Rewrite { at, to }),
     }
 }
 

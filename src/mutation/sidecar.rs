@@ -105,7 +105,32 @@ impl SidecarPlan {
     }
 }
 
-/// Adds, updates or removes our sidecar so that it matches `plan`.
+/// Whether an init container is the sidecar we generated (by its command, not its name).
+fn is_ours(container: &Value) -> bool {
+    container
+        .get("command")
+        .and_then(Value::as_array)
+        .and_then(|argv| {
+            argv.iter()
+                .map(|a| a.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+        })
+        .is_some_and(|argv| hook::sidecar_targets(&argv).is_some())
+}
+
+/// Whether one of the user's own init containers already has our sidecar's name: then we
+/// can add no sidecar (names are unique) and must not touch theirs.
+pub fn name_taken(spec: &Value) -> bool {
+    spec.get("initContainers")
+        .and_then(Value::as_array)
+        .is_some_and(|list| {
+            list.iter()
+                .any(|c| c.get("name").and_then(Value::as_str) == Some(NAME) && !is_ours(c))
+        })
+}
+
+/// Adds, updates or removes our sidecar so that it matches `plan`. A user's container
+/// that only shares the name is never touched (see [`name_taken`]).
 ///
 /// An existing sidecar is updated key by key: fields the API server defaulted after our
 /// first patch (`imagePullPolicy`, `terminationMessagePath`, …) are left alone, so a
@@ -124,22 +149,14 @@ pub fn apply(spec: &mut Value, plan: Option<&SidecarPlan>, config: &Config) {
             let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) else {
                 return;
             };
-            let ours = list[index]
-                .get("command")
-                .and_then(Value::as_array)
-                .and_then(|argv| {
-                    argv.iter()
-                        .map(|a| a.as_str().map(str::to_owned))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .is_some_and(|argv| hook::sidecar_targets(&argv).is_some());
-            if ours {
+            if is_ours(&list[index]) {
                 list.remove(index);
                 if list.is_empty() {
                     spec.as_object_mut().map(|s| s.remove("initContainers"));
                 }
             }
         }
+        (Some(_), Some(index)) if !is_ours(&spec["initContainers"][index]) => {}
         (Some(plan), Some(index)) => {
             if let Some(existing) = spec["initContainers"][index].as_object_mut() {
                 for (key, value) in plan.container(config) {

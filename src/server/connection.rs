@@ -7,6 +7,7 @@
 //! half-sent request and a long one on an idle connection, hence our own tracking.
 
 use super::metrics::Metrics;
+use super::router::Readiness;
 use axum::http::header::CONNECTION;
 use axum::http::{HeaderValue, Request, Response};
 use axum::Router;
@@ -188,8 +189,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
 }
 
 /// The router as seen by one connection: counts requests in flight and, on HTTP/1.1,
-/// adds `Connection: close` once the connection is older than the maximum age (hyper
-/// closes the connection after writing such a response).
+/// adds `Connection: close` once the connection is older than the maximum age or the
+/// server is shutting down (hyper closes the connection after writing such a response).
+/// During the shutdown delay that moves every busy keep-alive client off the connection
+/// while we still serve, instead of closing it later under a request it has just written
+/// — which Go's client, the API server's, does not retry.
 #[derive(Clone)]
 pub struct ConnService {
     pub router: Router,
@@ -197,6 +201,7 @@ pub struct ConnService {
     pub metrics: Arc<Metrics>,
     /// `Some` on HTTP/1.1.
     pub close_after: Option<Duration>,
+    pub readiness: Arc<Readiness>,
 }
 
 struct InFlight {
@@ -227,9 +232,11 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         };
         let response = self.router.clone().oneshot(request);
         let close_after = self.close_after;
+        let readiness = self.readiness.clone();
         Box::pin(async move {
             let mut response = response.await?;
-            let old = close_after.is_some_and(|age| guard.state.age() >= age);
+            let old = close_after
+                .is_some_and(|age| guard.state.age() >= age || readiness.is_shutting_down());
             drop(guard);
             if old {
                 response

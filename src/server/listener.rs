@@ -4,6 +4,7 @@
 
 use super::connection::{ConnLimits, ConnService, ConnState, Tracked, Verdict};
 use super::metrics::Metrics;
+use super::router::Readiness;
 use super::shutdown::signalled;
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -20,6 +21,8 @@ pub struct Acceptor {
     pub tls: TlsAcceptor,
     pub router: Router,
     pub metrics: Arc<Metrics>,
+    /// Set at SIGTERM: from then on HTTP/1.1 responses say `Connection: close`.
+    pub readiness: Arc<Readiness>,
     pub limits: ConnLimits,
     pub max_connections: usize,
 }
@@ -120,6 +123,7 @@ async fn connection(
         state: state.clone(),
         metrics: acceptor.metrics.clone(),
         close_after: (!http2).then_some(limits.max_age),
+        readiness: acceptor.readiness.clone(),
     };
     if http2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())

@@ -140,6 +140,7 @@ impl Server {
         let acceptor = Arc::new(Acceptor {
             tls: tokio_rustls::TlsAcceptor::from(server_config),
             router: router(state.clone()),
+            readiness: state.readiness.clone(),
             metrics,
             limits: ConnLimits {
                 header_timeout: settings.header_timeout,

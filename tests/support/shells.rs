@@ -4,10 +4,13 @@
 //! A missing shell fails the test when `PRESTOP_REQUIRE_SHELLS=1` (CI sets it); otherwise
 //! the test prints a skip note and runs with the shells it has.
 
+#![allow(dead_code)]
+
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 /// Applets a busybox image offers that the hooks or the tests call.
 const APPLETS: &[&str] = &[
@@ -224,4 +227,68 @@ pub fn fake_find(tree: &Tree) -> (PathBuf, String) {
         .status()
         .expect("chmod");
     (log, format!("{}:/usr/bin:/bin", bin.display()))
+}
+
+/// Starts the sidecar, waits until it idles, checks nothing was deleted, sends SIGTERM to
+/// `signal_pid` and expects `child` to exit 0 with the target emptied.
+pub fn run_sidecar(shell: &Shell, tree: &Tree, mut child: Child, idle_pid: u32) {
+    let mut sleeps = Vec::new();
+    let idle = wait_until(Duration::from_secs(10), || {
+        sleeps = children(idle_pid);
+        !sleeps.is_empty()
+    });
+    assert!(idle, "{}: sidecar never started idling", shell.name);
+    assert!(
+        tree.target.join(".hidden").exists(),
+        "{}: deleted before SIGTERM",
+        shell.name
+    );
+    assert_eq!(
+        fs::read_dir(&tree.target).expect("read_dir").count(),
+        HOSTILE.len() * 2 + 3
+    );
+    let sent = Command::new("kill")
+        .args(["-TERM", &idle_pid.to_string()])
+        .status();
+    assert!(
+        sent.is_ok_and(|s| s.success()),
+        "{}: kill failed",
+        shell.name
+    );
+    let mut status = None;
+    let exited = wait_until(Duration::from_secs(10), || {
+        status = child.try_wait().ok().flatten();
+        status.is_some()
+    });
+    if !exited {
+        let _ = child.kill();
+        kill_all(&sleeps);
+    }
+    assert!(exited, "{}: sidecar ignored SIGTERM", shell.name);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{}: {status:?}",
+        shell.name
+    );
+    tree.assert_clean(&tree.target, shell.name);
+    // The background sleep must not outlive the sidecar (gone, or a zombie being reaped).
+    let gone = |pid: &u32| {
+        fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z'))
+        })
+    };
+    let reaped = wait_until(Duration::from_secs(10), || sleeps.iter().all(gone));
+    if !reaped {
+        kill_all(&sleeps);
+    }
+    assert!(reaped, "{}: idle sleep left running", shell.name);
+}
+
+/// Ends the processes a failed sidecar case started, so a failure leaks nothing.
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
 }

@@ -1,0 +1,73 @@
+//! SPEC §5: the grace period must cover the preStop hooks and the app's shutdown.
+
+use super::existing::Existing;
+use super::hook::Action;
+use super::pod::app_containers;
+use super::script;
+use super::settings::Settings;
+use crate::config::Config;
+use serde_json::{json, Value};
+
+/// Kubernetes' default `terminationGracePeriodSeconds`.
+pub const DEFAULT_GRACE_SECONDS: u64 = 30;
+
+/// SPEC §5: seconds a container's final preStop may take, from literal sleeps.
+fn hook_estimate(container: &Value, config: &Config) -> u64 {
+    match Existing::of(container) {
+        Existing::Ours(hook) => {
+            let budget = if matches!(hook.action, Action::Cleanup(_)) {
+                config.cleanup_budget_seconds
+            } else {
+                0
+            };
+            hook.literal_sleep_seconds().saturating_add(budget)
+        }
+        Existing::Exec(argv) => script::literal_sleep_seconds(&argv.join(" ")),
+        Existing::Sleep(seconds) => seconds,
+        Existing::None | Existing::Other(_) => 0,
+    }
+}
+
+/// SPEC §5: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+ the sidecar's
+/// cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting value.
+pub(super) fn raise(
+    spec: &mut Value,
+    settings: &Settings,
+    config: &Config,
+    has_sidecar: bool,
+    warnings: &mut Vec<String>,
+) -> u64 {
+    let hook = settings.hook_seconds.unwrap_or_else(|| {
+        app_containers(spec)
+            .iter()
+            .map(|c| hook_estimate(c, config))
+            .max()
+            .unwrap_or(0)
+    });
+    let sidecar = if has_sidecar {
+        config.cleanup_budget_seconds
+    } else {
+        0
+    };
+    let needed = hook
+        .saturating_add(settings.shutdown_seconds)
+        .saturating_add(sidecar);
+    let current = spec
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_u64);
+    let effective = current.unwrap_or(DEFAULT_GRACE_SECONDS);
+    let capped = if needed > config.max_grace_seconds {
+        warnings.push(format!(
+            "grace period capped at maxGraceSeconds {}s; hook and shutdown need {needed}s",
+            config.max_grace_seconds
+        ));
+        config.max_grace_seconds
+    } else {
+        needed
+    };
+    if capped > effective {
+        spec["terminationGracePeriodSeconds"] = json!(capped);
+        return capped;
+    }
+    effective
+}

@@ -1,0 +1,287 @@
+//! The kustomize overlays under deploy/: they render, validate against the Kubernetes
+//! schemas in strict mode, and carry the settings docs/INSTALL.md promises.
+
+#[path = "support/deploy.rs"]
+mod common;
+
+use common::{find, webhook};
+use serde_json::json;
+use std::process::Command;
+
+#[test]
+fn every_overlay_renders_and_validates_strictly() {
+    let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
+    else {
+        return;
+    };
+    for overlay in common::OVERLAYS {
+        let objects = common::render(&kubectl, overlay);
+        common::validate(&validator, overlay, &objects);
+        let expected = if overlay == "cert-manager" { 4 } else { 0 };
+        assert_eq!(
+            common::skipped(&objects),
+            expected,
+            "{overlay}: cert-manager objects"
+        );
+    }
+}
+
+#[test]
+fn strict_validation_rejects_an_unknown_field() {
+    let Some(validator) = common::kubernetes_validate() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("typo.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Service\nmetadata: {name: x}\nspec: {portz: []}\n",
+    )
+    .unwrap();
+    let status = Command::new(validator)
+        .arg("--strict")
+        .arg(&file)
+        .output()
+        .unwrap()
+        .status;
+    assert!(!status.success(), "strict mode must reject spec.portz");
+}
+
+#[test]
+fn deployment_is_highly_available_and_restricted() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, "cluster-wide");
+    let deployment = find(&objects, "Deployment", "prestop-injector");
+    assert_eq!(deployment["metadata"]["namespace"], "prestop-system");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    assert_eq!(
+        pod["topologySpreadConstraints"][0]["topologyKey"],
+        "topology.kubernetes.io/zone"
+    );
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["serviceAccountName"], "prestop-injector");
+    let security = &pod["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true);
+    assert_eq!(security["runAsUser"], 65532);
+    assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    let container = &containers[0];
+    let security = &container["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "probes"})
+    );
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "probes"})
+    );
+    let ports: Vec<(&str, i64)> = container["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["containerPort"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ports, [("https", 8443), ("probes", 8080)]);
+    assert_eq!(
+        container["resources"]["requests"],
+        json!({"cpu": "50m", "memory": "32Mi"})
+    );
+    assert_eq!(container["resources"]["limits"], json!({"memory": "64Mi"}));
+
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "serve");
+    let flag = |name: &str| -> &str {
+        let prefix = format!("--{name}=");
+        args.iter()
+            .find_map(|a| a.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no --{name} in {args:?}"))
+    };
+    assert_eq!(flag("listen"), "0.0.0.0:8443");
+    assert_eq!(flag("probe-listen"), "0.0.0.0:8080");
+    // Our own preStop sleep matches --shutdown-delay, and the grace period covers both
+    // plus the drain of in-flight reviews, which needs at least the webhook timeout.
+    let sleep = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(flag("shutdown-delay"), format!("{sleep}s"));
+    let timeout = webhook(&objects, "MutatingWebhookConfiguration")["timeoutSeconds"]
+        .as_i64()
+        .unwrap();
+    let drain: i64 = flag("drain-timeout").trim_end_matches('s').parse().unwrap();
+    assert!(
+        drain >= timeout,
+        "drain {drain}s shorter than a review ({timeout}s)"
+    );
+    let grace = pod["terminationGracePeriodSeconds"].as_i64().unwrap();
+    assert!(
+        grace > 2 * sleep + drain,
+        "grace {grace}s must cover {sleep}s + {sleep}s + {drain}s"
+    );
+
+    // Secret and ConfigMap mounted as directories (no subPath) so updates arrive.
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    assert!(mounts
+        .iter()
+        .all(|m| m.get("subPath").is_none() && m["readOnly"] == true));
+    let mount_of = |volume: &str| {
+        let mount = mounts.iter().find(|m| m["name"] == volume).unwrap();
+        mount["mountPath"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(flag("tls-cert"), format!("{}/tls.crt", mount_of("tls")));
+    assert_eq!(flag("tls-key"), format!("{}/tls.key", mount_of("tls")));
+    assert_eq!(
+        flag("config"),
+        format!("{}/config.yaml", mount_of("config"))
+    );
+    let volumes = pod["volumes"].as_array().unwrap();
+    let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).unwrap();
+    assert_eq!(
+        volume("tls")["secret"]["secretName"],
+        "prestop-injector-tls"
+    );
+    let config_map = volume("config")["configMap"]["name"].as_str().unwrap();
+    let config = find(&objects, "ConfigMap", config_map);
+    let text = config["data"]["config.yaml"].as_str().unwrap();
+    prestop_injector::config::Config::from_yaml(text).expect("the shipped config is valid");
+
+    let pdb = find(&objects, "PodDisruptionBudget", "prestop-injector");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    assert_eq!(&pdb["spec"]["selector"]["matchLabels"], labels);
+    let service = find(&objects, "Service", "prestop-injector");
+    assert_eq!(&service["spec"]["selector"], labels);
+    assert_eq!(service["spec"]["ports"][0]["port"], 443);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "https");
+    assert_eq!(
+        find(&objects, "ServiceAccount", "prestop-injector")["automountServiceAccountToken"],
+        false
+    );
+    find(&objects, "Namespace", "prestop-system");
+    let no_rbac = objects
+        .iter()
+        .all(|o| !o["kind"].as_str().unwrap().contains("Role"));
+    assert!(no_rbac, "the webhook needs no API permissions");
+}
+
+#[test]
+fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
+    use base64::Engine as _;
+    let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
+    else {
+        return;
+    };
+    let out = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let run = || {
+        let output = Command::new("bash")
+            .arg(common::repo_root().join("certs/generate.sh"))
+            .arg("namespace-opt-in")
+            .env("OUT", out.path())
+            .env("PRESTOP_INJECTOR", env!("CARGO_BIN_EXE_prestop-injector"))
+            .output()
+            .expect("run certs/generate.sh");
+        assert!(output.status.success(), "generate.sh: {output:?}");
+    };
+    run();
+    let key = std::fs::read(out.path().join("tls/tls.key")).unwrap();
+    run();
+    assert_eq!(
+        std::fs::read(out.path().join("tls/tls.key")).unwrap(),
+        key,
+        "a re-run keeps the keys"
+    );
+
+    let objects = common::render_dir(&kubectl, &out.path().join("namespace-opt-in"));
+    common::validate(&validator, "generated", &objects);
+    let b64 = |file: &str| {
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(out.path().join("tls").join(file)).unwrap())
+    };
+    let secret = find(&objects, "Secret", "prestop-injector-tls");
+    assert_eq!(secret["metadata"]["namespace"], "prestop-system");
+    assert_eq!(secret["type"], "kubernetes.io/tls");
+    assert_eq!(secret["data"]["tls.crt"], b64("tls.crt"));
+    assert_eq!(secret["data"]["tls.key"], b64("tls.key"));
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        assert_eq!(
+            webhook(&objects, kind)["clientConfig"]["caBundle"],
+            b64("ca.crt"),
+            "{kind}"
+        );
+    }
+    assert_eq!(
+        webhook(&objects, "MutatingWebhookConfiguration")["clientConfig"]["service"]["path"],
+        "/mutate/auto"
+    );
+}
+
+#[test]
+fn the_deployment_arguments_start_the_real_server() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, "cluster-wide");
+    let deployment = find(&objects, "Deployment", "prestop-injector");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    // The shipped config and a certificate, at temporary paths instead of the mounts.
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
+        .args(["certs", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let config = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap")
+        .expect("the config ConfigMap");
+    let config_file = dir.path().join("config.yaml");
+    std::fs::write(
+        &config_file,
+        config["data"]["config.yaml"].as_str().unwrap(),
+    )
+    .unwrap();
+    let local = |name: &str| dir.path().join(name).display().to_string();
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|arg| arg.as_str().unwrap())
+        .skip(1) // "serve"
+        .filter(|arg| !arg.starts_with("--listen=") && !arg.starts_with("--probe-listen="))
+        .map(|arg| match arg.split_once('=') {
+            Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
+            Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
+            Some(("--config", _)) => format!("--config={}", config_file.display()),
+            _ => arg.to_owned(),
+        })
+        .collect();
+    // Every flag the Deployment passes is one the server accepts, with the shipped config.
+    let _server = common::start_server(&args);
+}

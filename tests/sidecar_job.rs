@@ -1,0 +1,48 @@
+//! SPEC §7 end to end: a Job annotated `mode: sidecar` is mutated by the core, and the
+//! command of the init container it gets runs as a real process in busybox `sh`, `dash`
+//! and `bash` — it deletes nothing while the Job runs, and empties the scratch directory
+//! (dot-files included, the directory and a symlink's outside target kept) when SIGTERM
+//! arrives, which is what the kubelet sends once the Job's containers have finished.
+
+mod core_support;
+#[path = "support/shells.rs"]
+mod shells;
+
+use core_support::{host_path_volume, job, mutate};
+use prestop_injector::mutation::SIDECAR_NAME;
+use serde_json::json;
+use shells::{run_sidecar, shells, Tree};
+use std::process::Stdio;
+
+#[test]
+fn a_finished_sidecar_job_has_its_scratch_directory_emptied() {
+    for shell in shells() {
+        let tree = Tree::new();
+        tree.fill(&tree.target);
+        let mount_path = tree.path(&tree.target);
+        let container = json!({"name": "worker", "image": "busybox:1.36", "command": ["sh", "-c", "true"],
+            "volumeMounts": [{"name": "scratch", "mountPath": mount_path}]});
+        let object = job(
+            json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}),
+            container,
+            json!([host_path_volume("scratch", "/mnt/scratch")]),
+        );
+        let patched = mutate(object).patched;
+        let sidecar = &patched["spec"]["template"]["spec"]["initContainers"][0];
+        assert_eq!(sidecar["name"], SIDECAR_NAME);
+        assert_eq!(sidecar["restartPolicy"], "Always");
+        let mut argv: Vec<String> = serde_json::from_value(sidecar["command"].clone()).unwrap();
+        assert_eq!(argv[0], "/bin/sh");
+        assert_eq!(argv.last(), Some(&mount_path));
+        // The container's /bin/sh is the shell under test.
+        argv[0] = shell.path.display().to_string();
+        let child = shell
+            .command(&argv, &tree.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the sidecar");
+        let pid = child.id();
+        run_sidecar(&shell, &tree, child, pid);
+    }
+}

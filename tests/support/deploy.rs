@@ -1,0 +1,283 @@
+//! Helpers shared by the deploy tests (`#[path = "support/deploy.rs"] mod common;`):
+//! finding kubectl and kubernetes-validate, rendering the kustomize overlays.
+//!
+//! A missing tool skips the test with a note, or fails it when PRESTOP_REQUIRE_TOOLS=1
+//! (CI sets it after running .ci/deploy-tools.sh).
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The overlays a user applies with `kubectl apply -k`.
+pub const OVERLAYS: [&str; 3] = ["cluster-wide", "namespace-opt-in", "cert-manager"];
+
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn deploy_dir() -> PathBuf {
+    repo_root().join("deploy")
+}
+
+fn tools_required() -> bool {
+    std::env::var("PRESTOP_REQUIRE_TOOLS").is_ok_and(|value| value == "1")
+}
+
+/// Skips (returns `None`) or, under PRESTOP_REQUIRE_TOOLS=1, fails.
+fn missing(tool: &str, hint: &str) -> Option<PathBuf> {
+    assert!(
+        !tools_required(),
+        "{tool} is required (PRESTOP_REQUIRE_TOOLS=1) but not found: {hint}"
+    );
+    // Written past libtest's capture so the note shows even when the test passes.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIP: {tool} not found ({hint}); set PRESTOP_REQUIRE_TOOLS=1 to fail instead"
+    );
+    None
+}
+
+fn runs(program: &Path, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A command-line tool found on PATH that answers `probe` (e.g. openssl `version`).
+pub fn tool(name: &str, probe: &str, hint: &str) -> Option<PathBuf> {
+    match on_path(name) {
+        Some(tool) if runs(&tool, probe) => Some(tool),
+        _ => missing(name, hint),
+    }
+}
+
+/// kubectl with its built-in kustomize (v5, kubectl >= 1.27).
+pub fn kubectl() -> Option<PathBuf> {
+    match on_path("kubectl") {
+        Some(kubectl) if runs(&kubectl, "version") || runs(&kubectl, "help") => Some(kubectl),
+        _ => missing("kubectl", "install kubectl >= 1.27 and put it on PATH"),
+    }
+}
+
+/// kubernetes-validate from PRESTOP_KUBERNETES_VALIDATE or PATH.
+pub fn kubernetes_validate() -> Option<PathBuf> {
+    let candidate = std::env::var_os("PRESTOP_KUBERNETES_VALIDATE")
+        .map(PathBuf::from)
+        .or_else(|| on_path("kubernetes-validate"));
+    match candidate {
+        Some(tool) if runs(&tool, "--version") => Some(tool),
+        _ => missing(
+            "kubernetes-validate",
+            "run `bash .ci/deploy-tools.sh` and export PRESTOP_KUBERNETES_VALIDATE as it prints",
+        ),
+    }
+}
+
+/// `kubectl kustomize DIR`, parsed into one JSON value per object.
+pub fn render_dir(kubectl: &Path, dir: &Path) -> Vec<Value> {
+    let output = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    parse_documents(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Renders `deploy/overlays/NAME`.
+pub fn render(kubectl: &Path, overlay: &str) -> Vec<Value> {
+    render_dir(kubectl, &deploy_dir().join("overlays").join(overlay))
+}
+
+/// Every non-empty document of a multi-document YAML text.
+pub fn parse_documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|document| {
+            serde::Deserialize::deserialize(document).expect("every document is valid YAML")
+        })
+        .filter(|value: &Value| !value.is_null())
+        .collect()
+}
+
+/// The object of `kind` named `name`; panics with what was there instead.
+pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|object| object["kind"] == kind && object["metadata"]["name"] == name)
+        .unwrap_or_else(|| {
+            let present: Vec<String> = objects
+                .iter()
+                .map(|o| format!("{}/{}", o["kind"], o["metadata"]["name"]))
+                .collect();
+            panic!("no {kind} {name} among {present:?}")
+        })
+}
+
+/// The single webhook of the configuration of `kind`.
+pub fn webhook<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
+    let webhooks = find(objects, kind, "prestop-injector")["webhooks"]
+        .as_array()
+        .expect("webhooks is a list");
+    assert_eq!(webhooks.len(), 1, "{kind} has exactly one webhook");
+    &webhooks[0]
+}
+
+/// A running `prestop-injector serve`, killed when dropped, however the test ends.
+pub struct Server {
+    child: std::process::Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+    /// The HTTPS port.
+    pub listen: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port on 127.0.0.1")
+        .port()
+}
+
+/// Status line of `GET path` over plain HTTP, or `None` while nothing answers.
+fn http_status(port: u16, path: &str) -> Option<String> {
+    use std::io::Read as _;
+    use std::time::Duration;
+    let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.lines().next().map(str::to_owned)
+}
+
+/// Starts `prestop-injector serve ARGS` on free loopback ports (ARGS must not set
+/// --listen or --probe-listen) and waits, with a deadline, until /readyz answers 200.
+pub fn start_server(args: &[String]) -> Server {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let (listen, probe) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
+        .arg("serve")
+        .args(args)
+        .arg(format!("--listen=127.0.0.1:{listen}"))
+        .arg(format!("--probe-listen=127.0.0.1:{probe}"))
+        .stdout(std::process::Stdio::null())
+        // A file, not a pipe: a full pipe nobody reads would stall the server.
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start prestop-injector serve");
+    let mut server = Server {
+        child,
+        log,
+        _dir: dir,
+        listen,
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+            panic!("serve {args:?} exited with {status} before becoming ready:\n{log}");
+        }
+        if http_status(probe, "/readyz").is_some_and(|line| line.contains(" 200")) {
+            return server;
+        }
+        assert!(Instant::now() < deadline, "/readyz not 200 within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Kinds that kubernetes-validate has no schema for (CRDs); asserted on by hand below.
+pub const NOT_VALIDATED: [(&str, &str); 2] = [
+    ("cert-manager.io/v1", "Issuer"),
+    ("cert-manager.io/v1", "Certificate"),
+];
+/// Oldest supported (matchConditions and the preStop sleep action are GA in 1.30); the
+/// newest comes from the validator's own default.
+pub const OLDEST_KUBERNETES: &str = "1.30.0";
+
+pub fn validate(tool: &Path, label: &str, objects: &[Value]) {
+    let mut text = String::new();
+    for object in objects {
+        let key = (
+            object["apiVersion"].as_str().unwrap_or(""),
+            object["kind"].as_str().unwrap_or(""),
+        );
+        if NOT_VALIDATED.contains(&key) {
+            continue;
+        }
+        text.push_str("---\n");
+        text.push_str(&serde_yaml::to_string(object).unwrap());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{label}.yaml"));
+    std::fs::write(&file, text).unwrap();
+    for version in [Some(OLDEST_KUBERNETES), None] {
+        let mut command = Command::new(tool);
+        command.arg("--strict");
+        if let Some(version) = version {
+            command.args(["-k", version]);
+        }
+        let output = command
+            .arg(&file)
+            .output()
+            .expect("run kubernetes-validate");
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let version = version.unwrap_or("newest");
+        assert!(
+            output.status.success(),
+            "{label} fails strict validation for {version}:\n{report}"
+        );
+        // A kind without a schema is only a warning: make sure nothing went unchecked.
+        assert!(
+            !report.contains("Couldn't find schema"),
+            "{label} ({version}): {report}"
+        );
+        let passed = report.matches("passed for resource").count();
+        assert_eq!(
+            passed,
+            objects.len() - skipped(objects),
+            "{label} ({version}):\n{report}"
+        );
+    }
+}
+
+pub fn skipped(objects: &[Value]) -> usize {
+    objects
+        .iter()
+        .filter(|o| {
+            NOT_VALIDATED.contains(&(
+                o["apiVersion"].as_str().unwrap(),
+                o["kind"].as_str().unwrap(),
+            ))
+        })
+        .count()
+}
