@@ -36,14 +36,18 @@ fn pick(options: &'static [&'static str]) -> impl Strategy<Value = &'static str>
     proptest::sample::select(options)
 }
 
+/// The argv fields of a container: `command`, and sometimes `args`.
 fn command() -> impl Strategy<Value = Option<Value>> {
     proptest::option::of(prop_oneof![
-        Just(json!(["bash", "-c", "echo hi"])),
-        Just(json!(["/bin/bash", "-c", "a=(1 2); echo ${a[0]}"])),
-        Just(json!(["sh", "-c", "sleep 3"])),
-        Just(json!(["/usr/bin/env", "bash", "-c", "true"])),
-        Just(json!(["bash"])),
-        Just(json!([1, "x"])),
+        Just(json!({"command": ["bash", "-c", "echo hi"]})),
+        Just(json!({"command": ["/bin/bash", "-c", "a=(1 2); echo ${a[0]}"]})),
+        Just(json!({"command": ["sh", "-c", "sleep 3"]})),
+        Just(json!({"command": ["/usr/bin/env", "bash", "-c", "true"]})),
+        Just(json!({"command": ["/usr/bin/env"], "args": ["bash", "-c", "true"]})),
+        Just(json!({"command": ["bash"], "args": ["-c", "echo $'x'"]})),
+        Just(json!({"args": ["bash", "-c", "the entrypoint's argv: never touched"]})),
+        Just(json!({"command": ["bash"]})),
+        Just(json!({"command": [1, "x"]})),
     ])
 }
 
@@ -72,7 +76,7 @@ fn container(index: usize) -> impl Strategy<Value = Value> {
             container.insert("name".into(), json!(format!("c{index}")));
             container.insert("image".into(), json!(image));
             if let Some(command) = command {
-                container.insert("command".into(), command);
+                container.extend(command.as_object().cloned().unwrap_or_default());
             }
             if let Some(lifecycle) = lifecycle {
                 container.insert("lifecycle".into(), lifecycle);
@@ -163,6 +167,7 @@ fn allowed(path: &str) -> bool {
     let container_fields = [
         "/command/0",
         "/command/1",
+        "/args/0",
         "/lifecycle",
         "/livenessProbe/exec/command/",
         "/readinessProbe/exec/command/",
