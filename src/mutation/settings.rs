@@ -148,11 +148,6 @@ impl<'a> Annotations<'a> {
             .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS)
     }
 
-    /// `prestop-injector.io/status` on the pod template, as written by us.
-    pub fn status(&self) -> Option<&'a str> {
-        self.template?.get(STATUS)?.as_str()
-    }
-
     /// `inject: "false"` opts the object out everywhere.
     pub fn opted_out(&self) -> Result<bool, BadAnnotation> {
         match self.get(INJECT)? {
