@@ -5,19 +5,14 @@
 #[path = "support/deploy.rs"]
 mod common;
 
+use common::prestop_injector;
+
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn prestop_injector(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
-        .args(args)
-        .output()
-        .expect("run prestop-injector")
-}
 
 fn certs(out: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["certs", "--out", out.to_str().unwrap()];

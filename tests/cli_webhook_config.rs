@@ -4,17 +4,11 @@
 #[path = "support/deploy.rs"]
 mod common;
 
+use common::prestop_injector;
+
 use base64::Engine as _;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn prestop_injector(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
-        .args(args)
-        .output()
-        .expect("run prestop-injector")
-}
 
 /// Writes a CA with `certs` and returns its directory.
 fn ca_dir() -> tempfile::TempDir {

@@ -6,7 +6,7 @@ mod shells;
 
 use prestop_injector::mutation::hook::{sidecar_argv, Action, Before, Hook};
 use proptest::prelude::*;
-use shells::{children, fake_find, run_sidecar, shells, wait_until, Shell, Tree};
+use shells::{children, fake_find, run_sidecar, shells, spawn_sidecar, wait_until, Shell, Tree};
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
@@ -337,16 +337,7 @@ fn sidecar_cleans_only_on_sigterm() {
     for shell in shells() {
         let tree = Tree::new();
         tree.fill(&tree.target);
-        let mut argv = sidecar_argv("", &[tree.path(&tree.target)]);
-        argv[0] = shell.path.display().to_string();
-        let child = shell
-            .command(&argv, &tree.cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn");
-        let pid = child.id();
-        run_sidecar(&shell, &tree, child, pid);
+        spawn_sidecar(&shell, &tree, sidecar_argv("", &[tree.path(&tree.target)]));
     }
 }
 

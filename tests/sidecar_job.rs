@@ -11,8 +11,7 @@ mod shells;
 use core_support::{host_path_volume, job, mutate};
 use prestop_injector::mutation::SIDECAR_NAME;
 use serde_json::json;
-use shells::{run_sidecar, shells, Tree};
-use std::process::Stdio;
+use shells::{shells, spawn_sidecar, Tree};
 
 #[test]
 fn a_finished_sidecar_job_has_its_scratch_directory_emptied() {
@@ -31,18 +30,10 @@ fn a_finished_sidecar_job_has_its_scratch_directory_emptied() {
         let sidecar = &patched["spec"]["template"]["spec"]["initContainers"][0];
         assert_eq!(sidecar["name"], SIDECAR_NAME);
         assert_eq!(sidecar["restartPolicy"], "Always");
-        let mut argv: Vec<String> = serde_json::from_value(sidecar["command"].clone()).unwrap();
+        let argv: Vec<String> = serde_json::from_value(sidecar["command"].clone()).unwrap();
         assert_eq!(argv[0], "/bin/sh");
         assert_eq!(argv.last(), Some(&mount_path));
         // The container's /bin/sh is the shell under test.
-        argv[0] = shell.path.display().to_string();
-        let child = shell
-            .command(&argv, &tree.cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn the sidecar");
-        let pid = child.id();
-        run_sidecar(&shell, &tree, child, pid);
+        spawn_sidecar(&shell, &tree, argv);
     }
 }

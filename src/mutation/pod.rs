@@ -18,9 +18,12 @@ enum Plan {
     /// Our exec preStop with this hook.
     Exec(Hook),
     /// Our hook is there but nothing is wanted any more: give the user's handler back.
-    Restore,
-    /// Cleaned by the sidecar; our exec hook, if any, is given back to the user.
-    Sidecar(Vec<String>),
+    Restore(Before),
+    /// Cleaned by the sidecar; our exec hook, if any, gives the user's handler back.
+    Sidecar {
+        paths: Vec<String>,
+        restore: Option<Before>,
+    },
 }
 
 /// Mutates `template` in place; returns the warnings, or the annotation to refuse.
@@ -56,8 +59,8 @@ pub fn mutate(
                     set_exec(container, hook.to_argv());
                     injected.push(name);
                 }
-                Plan::Restore => restore(container),
-                Plan::Sidecar(_) if sidecar_name_taken => {
+                Plan::Restore(before) => restore(container, before),
+                Plan::Sidecar { .. } if sidecar_name_taken => {
                     let warning = format!(
                         "container {name:?} not cleaned: an init container is already named {:?}",
                         sidecar::NAME
@@ -66,9 +69,12 @@ pub fn mutate(
                         warnings.push(warning);
                     }
                 }
-                Plan::Sidecar(paths) => {
-                    if matches!(Existing::of(container), Existing::Ours(_)) {
-                        restore(container);
+                Plan::Sidecar {
+                    paths,
+                    restore: before,
+                } => {
+                    if let Some(before) = before {
+                        restore(container, before);
                     }
                     sidecar.add(container, &paths, &mut warnings);
                     injected.push(name);
@@ -247,12 +253,13 @@ fn plan_container(
 ) -> Plan {
     let existing = Existing::of(container);
     warn_about_unmounted_cleanup(container, &existing, warnings);
+    // The user's own handler inside our hook, when the container has one of ours.
+    let ours = match &existing {
+        Existing::Ours(hook) => Some(hook.before.clone()),
+        _ => None,
+    };
     let Some(action) = action else {
-        return if matches!(existing, Existing::Ours(_)) {
-            Plan::Restore
-        } else {
-            Plan::Leave
-        };
+        return ours.map_or(Plan::Leave, Plan::Restore);
     };
     let name = name_of(container);
     let image = container
@@ -266,7 +273,12 @@ fn plan_container(
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
     match (&action, wants_sidecar, config.sidecar.allowed) {
-        (Action::Cleanup(paths), true, true) => return Plan::Sidecar(paths.clone()),
+        (Action::Cleanup(paths), true, true) => {
+            return Plan::Sidecar {
+                paths: paths.clone(),
+                restore: ours,
+            }
+        }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
             warnings.push(format!(
@@ -348,11 +360,8 @@ fn set_exec(container: &mut Value, argv: Vec<String>) {
 }
 
 /// Puts back the user's own handler that our hook wrapped.
-fn restore(container: &mut Value) {
-    let Existing::Ours(hook) = Existing::of(container) else {
-        return;
-    };
-    match hook.before {
+fn restore(container: &mut Value, before: Before) {
+    match before {
         Before::Exec(argv) => set_exec(container, argv),
         Before::Sleep(seconds) => {
             if let Some(pre_stop) = container

@@ -281,3 +281,11 @@ pub fn skipped(objects: &[Value]) -> usize {
         })
         .count()
 }
+
+/// Runs the `prestop-injector` binary built for these tests.
+pub fn prestop_injector(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
+        .args(args)
+        .output()
+        .expect("run prestop-injector")
+}

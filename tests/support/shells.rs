@@ -229,6 +229,20 @@ pub fn fake_find(tree: &Tree) -> (PathBuf, String) {
     (log, format!("{}:/usr/bin:/bin", bin.display()))
 }
 
+/// Spawns a sidecar `argv` (its argv[0] replaced by `shell`) in the tree's cwd and runs
+/// [`run_sidecar`] on it.
+pub fn spawn_sidecar(shell: &Shell, tree: &Tree, mut argv: Vec<String>) {
+    argv[0] = shell.path.display().to_string();
+    let child = shell
+        .command(&argv, &tree.cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn the sidecar");
+    let pid = child.id();
+    run_sidecar(shell, tree, child, pid);
+}
+
 /// Starts the sidecar, waits until it idles, checks nothing was deleted, sends SIGTERM to
 /// `signal_pid` and expects `child` to exit 0 with the target emptied.
 pub fn run_sidecar(shell: &Shell, tree: &Tree, mut child: Child, idle_pid: u32) {
