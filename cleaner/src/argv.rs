@@ -1,0 +1,281 @@
+//! The command line of `prestop-clean`: the one contract between the webhook, which
+//! renders it into pod specs, and the program, which parses it.
+//!
+//! ```text
+//! prestop-clean hook [--sleep N] [--target PATH]... [--shell SHELL --script TEXT] [-- ARGV...]
+//! prestop-clean sidecar [--target PATH]...
+//! prestop-clean install DIR
+//! ```
+//!
+//! - `hook` (a preStop `exec`): first the user's own handler — `ARGV` exactly as given
+//!   (fork/exec, no shell), or `--sleep N` seconds —, then the custom `--script` through
+//!   `--shell SHELL -c TEXT`, then empties every `--target`.
+//! - `sidecar`: idles until SIGTERM or SIGINT, then empties every `--target` and exits 0.
+//! - `install`: copies the program itself to `DIR/prestop-clean` (the init container
+//!   that delivers it into the pod's `emptyDir`; no `cp` or shell needed in the image).
+//!
+//! Every value is its own argv entry, so no path or user text is ever parsed by a shell.
+//! [`render`](HookArgs::render) writes options in one canonical order and
+//! [`HookArgs::parse`] accepts exactly that order, so `parse(render(x)) == x` and the
+//! webhook recognises its own hook by re-rendering what it parsed.
+
+use std::fmt;
+
+/// The subcommand of a preStop hook.
+pub const HOOK: &str = "hook";
+/// The subcommand of the cleanup sidecar.
+pub const SIDECAR: &str = "sidecar";
+/// The subcommand of the init container that copies the program into the pod.
+pub const INSTALL: &str = "install";
+/// The file name the program is installed under.
+pub const PROGRAM_NAME: &str = "prestop-clean";
+
+/// What runs before the custom script and the cleanup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Before {
+    Nothing,
+    /// `--sleep N`: a former `preStop.sleep` action.
+    Sleep(u64),
+    /// `-- ARGV…`: the user's own exec handler, exact argv; its exit status wins.
+    Exec(Vec<String>),
+}
+
+/// A custom preStop script (`prestop-injector.io/command`), run as `SHELL -c TEXT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Script {
+    pub shell: String,
+    pub text: String,
+}
+
+/// The arguments of `prestop-clean hook`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookArgs {
+    pub before: Before,
+    pub targets: Vec<String>,
+    pub script: Option<Script>,
+}
+
+/// The arguments of `prestop-clean sidecar`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarArgs {
+    pub targets: Vec<String>,
+}
+
+/// A command line that is not one [`HookArgs::render`] or [`SidecarArgs::render`] writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadArgs(pub String);
+
+impl fmt::Display for BadArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadArgs {}
+
+fn bad(message: impl Into<String>) -> BadArgs {
+    BadArgs(message.into())
+}
+
+impl HookArgs {
+    /// The full argv, `program` first (the path of the program inside the container).
+    pub fn render(&self, program: &str) -> Vec<String> {
+        let mut argv = vec![program.to_owned(), HOOK.to_owned()];
+        if let Before::Sleep(seconds) = &self.before {
+            argv.push("--sleep".to_owned());
+            argv.push(seconds.to_string());
+        }
+        for target in &self.targets {
+            argv.push("--target".to_owned());
+            argv.push(target.clone());
+        }
+        if let Some(script) = &self.script {
+            argv.push("--shell".to_owned());
+            argv.push(script.shell.clone());
+            argv.push("--script".to_owned());
+            argv.push(script.text.clone());
+        }
+        if let Before::Exec(user) = &self.before {
+            argv.push("--".to_owned());
+            argv.extend(user.iter().cloned());
+        }
+        argv
+    }
+
+    /// Parses the arguments after the program name; `args[0]` must be `hook`.
+    pub fn parse(args: &[String]) -> Result<HookArgs, BadArgs> {
+        let (first, mut rest) = args
+            .split_first()
+            .ok_or_else(|| bad("missing subcommand"))?;
+        if first != HOOK {
+            return Err(bad(format!("expected {HOOK:?}, got {first:?}")));
+        }
+        let mut before = Before::Nothing;
+        if let [flag, seconds, tail @ ..] = rest {
+            if flag == "--sleep" {
+                before = Before::Sleep(parse_seconds(seconds)?);
+                rest = tail;
+            }
+        }
+        let (targets, tail) = take_targets(rest);
+        rest = tail;
+        let mut script = None;
+        if let [flag, shell, script_flag, text, tail @ ..] = rest {
+            if flag == "--shell" && script_flag == "--script" {
+                script = Some(Script {
+                    shell: shell.clone(),
+                    text: text.clone(),
+                });
+                rest = tail;
+            }
+        }
+        match rest {
+            [] => {}
+            [separator, user @ ..] if separator == "--" => {
+                if before != Before::Nothing {
+                    return Err(bad("--sleep and a user command cannot both run"));
+                }
+                before = Before::Exec(user.to_vec());
+            }
+            [other, ..] => return Err(bad(format!("unexpected argument {other:?}"))),
+        }
+        Ok(HookArgs {
+            before,
+            targets,
+            script,
+        })
+    }
+}
+
+impl SidecarArgs {
+    /// The full argv, `program` first.
+    pub fn render(&self, program: &str) -> Vec<String> {
+        let mut argv = vec![program.to_owned(), SIDECAR.to_owned()];
+        for target in &self.targets {
+            argv.push("--target".to_owned());
+            argv.push(target.clone());
+        }
+        argv
+    }
+
+    /// Parses the arguments after the program name; `args[0]` must be `sidecar`.
+    pub fn parse(args: &[String]) -> Result<SidecarArgs, BadArgs> {
+        let (first, rest) = args
+            .split_first()
+            .ok_or_else(|| bad("missing subcommand"))?;
+        if first != SIDECAR {
+            return Err(bad(format!("expected {SIDECAR:?}, got {first:?}")));
+        }
+        match take_targets(rest) {
+            (targets, []) => Ok(SidecarArgs { targets }),
+            (_, [other, ..]) => Err(bad(format!("unexpected argument {other:?}"))),
+        }
+    }
+}
+
+/// Leading `--target PATH` pairs.
+fn take_targets(mut rest: &[String]) -> (Vec<String>, &[String]) {
+    let mut targets = Vec::new();
+    while let [flag, path, tail @ ..] = rest {
+        if flag != "--target" {
+            break;
+        }
+        targets.push(path.clone());
+        rest = tail;
+    }
+    (targets, rest)
+}
+
+/// Plain ASCII digits, as [`HookArgs::render`] writes them (no sign, no spaces).
+fn parse_seconds(text: &str) -> Result<u64, BadArgs> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(format!("--sleep takes whole seconds, got {text:?}")));
+    }
+    text.parse()
+        .map_err(|_| bad(format!("--sleep {text:?} is out of range")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn round_trip(args: HookArgs) {
+        let argv = args.render("/.prestop-injector/prestop-clean");
+        assert_eq!(argv[1], HOOK);
+        assert_eq!(HookArgs::parse(&argv[1..]), Ok(args), "{argv:?}");
+    }
+
+    #[test]
+    fn hook_round_trips() {
+        let script = Some(Script {
+            shell: "/bin/sh".into(),
+            text: "echo bye; rm -rf /x/*".into(),
+        });
+        for before in [
+            Before::Nothing,
+            Before::Sleep(0),
+            Before::Sleep(u64::MAX),
+            Before::Exec(vec![]),
+            Before::Exec(strings(&["--target", "/etc", "--", "-c"])),
+        ] {
+            for targets in [vec![], strings(&["/scratch"]), strings(&["/a b", "/-x", "/\n"])] {
+                for script in [None, script.clone()] {
+                    round_trip(HookArgs {
+                        before: before.clone(),
+                        targets: targets.clone(),
+                        script,
+                    });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn user_argv_is_never_read_as_options() {
+        let args = HookArgs {
+            before: Before::Exec(strings(&["/bin/sh", "-c", "x", "--target", "/"])),
+            targets: strings(&["/scratch"]),
+            script: None,
+        };
+        let parsed = HookArgs::parse(&args.render("p")[1..]).unwrap();
+        assert_eq!(parsed.targets, ["/scratch"]);
+    }
+
+    #[test]
+    fn foreign_command_lines_are_refused() {
+        for args in [
+            vec![],
+            strings(&["sidecar"]),
+            strings(&["hook", "--sleep", "+5"]),
+            strings(&["hook", "--sleep", ""]),
+            strings(&["hook", "--sleep", "99999999999999999999"]),
+            strings(&["hook", "--target"]),
+            strings(&["hook", "--target", "/a", "--sleep", "1"]),
+            strings(&["hook", "--script", "x", "--shell", "/bin/sh"]),
+            strings(&["hook", "--sleep", "1", "--", "echo"]),
+            strings(&["hook", "/scratch"]),
+        ] {
+            assert!(HookArgs::parse(&args).is_err(), "{args:?}");
+        }
+        for args in [
+            strings(&["hook"]),
+            strings(&["sidecar", "--target"]),
+            strings(&["sidecar", "--", "x"]),
+        ] {
+            assert!(SidecarArgs::parse(&args).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn sidecar_round_trips() {
+        for targets in [vec![], strings(&["/scratch", "/--target"])] {
+            let args = SidecarArgs { targets };
+            let argv = args.render("/usr/local/bin/prestop-clean");
+            assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args));
+        }
+    }
+}
