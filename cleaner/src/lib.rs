@@ -48,6 +48,7 @@ pub fn empty_directory(path: &str) -> Report {
         left: 0,
         survivors: Vec::new(),
         unnamed: 0,
+        passes: 0,
         elapsed: Default::default(),
     };
     let finish = |mut report: Report| {
@@ -85,6 +86,7 @@ pub fn empty_directory(path: &str) -> Report {
     for pass in 1..=MAX_PASSES {
         let mut walk = walk::Walk::new(path, root.as_fd());
         walk.run();
+        report.passes = pass;
         report.removed += walk.removed;
         report.bytes += walk.bytes;
         if !walk.changed || walk.stopped || pass == MAX_PASSES {

@@ -29,6 +29,9 @@ pub struct Report {
     pub survivors: Vec<Survivor>,
     /// Survivors beyond [`MAX_NAMED`].
     pub unnamed: u64,
+    /// Walks over the tree: more than one when it changed under the walk (a directory
+    /// moved, an entry written during the cleanup).
+    pub passes: u32,
     pub elapsed: Duration,
 }
 
@@ -221,6 +224,7 @@ mod tests {
             left: 2,
             survivors: vec![],
             unnamed: 0,
+            passes: 1,
             elapsed: Duration::from_millis(410),
         }
     }

@@ -81,6 +81,9 @@ pub(crate) struct Walk<'a> {
     pub changed: bool,
     /// Set when the walk stopped early (a read-only filesystem).
     pub stopped: bool,
+    /// Tests: runs before each climb by `..`, to move directories at the worst moment.
+    #[cfg(test)]
+    before_climb: Option<Box<dyn FnMut()>>,
 }
 
 impl<'a> Walk<'a> {
@@ -97,6 +100,8 @@ impl<'a> Walk<'a> {
             unnamed: 0,
             changed: false,
             stopped: false,
+            #[cfg(test)]
+            before_climb: None,
         }
     }
 
@@ -255,6 +260,13 @@ impl<'a> Walk<'a> {
         let Some(child_fd) = child.fd.as_ref() else {
             return false;
         };
+        #[cfg(test)]
+        if let Some(hook) = self.before_climb.as_mut() {
+            hook();
+        }
+        let Some(parent) = self.stack.last_mut() else {
+            return false;
+        };
         let resolve =
             ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV;
         let reopened = retry_on_intr(|| openat2(child_fd, "..", DIR_FLAGS, Mode::empty(), resolve));
@@ -352,7 +364,10 @@ impl<'a> Walk<'a> {
 /// Every entry of the directory, `.` and `..` left out. Read in full before anything is
 /// removed, so removals never disturb the directory stream.
 fn list(fd: impl AsFd) -> Result<Vec<Entry>, Errno> {
+    // A dup shares the file offset with `fd`: rewind, or a second listing of the same
+    // descriptor (the next pass over the target) would start at the end and see nothing.
     let mut dir = Dir::new(fcntl_dupfd_cloexec(fd, 0)?)?;
+    dir.rewind();
     let mut entries = Vec::new();
     while let Some(entry) = dir.read() {
         let entry = entry?;
@@ -392,5 +407,72 @@ impl From<Errno> for Reason {
             Errno::BUSY | Errno::XDEV => Reason::MountPoint,
             err => Reason::Error(err.raw_os_error()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::fs::{openat, CWD};
+    use std::cell::Cell;
+    use std::fs;
+    use std::path::PathBuf;
+    use std::rc::Rc;
+
+    /// `target/l0/…/l79` with files at the bottom; returns the path of `l10`.
+    fn deep_tree(target: &std::path::Path) -> PathBuf {
+        let mut dir = target.to_path_buf();
+        let mut middle = PathBuf::new();
+        for level in 0..80 {
+            dir.push(format!("l{level}"));
+            if level == 10 {
+                middle = dir.clone();
+            }
+        }
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("f"), "junk").unwrap();
+        middle
+    }
+
+    /// The walk climbs back by `..` above the descriptor window. When a directory was
+    /// moved out of the target meanwhile, `..` is not the directory it came from: the
+    /// walk stops (the caller walks again) and never removes anything beside it.
+    #[test]
+    fn a_directory_moved_out_mid_walk_is_noticed_on_the_way_up() {
+        let base = tempfile::tempdir().unwrap();
+        let target = base.path().join("target");
+        let outside = base.path().join("outside");
+        fs::create_dir_all(outside.join("canary")).unwrap();
+        fs::write(outside.join("canary/keep"), "canary").unwrap();
+        let middle = deep_tree(&target);
+        let root = openat(CWD, &target, DIR_FLAGS, Mode::empty()).unwrap();
+        let target_str = target.to_str().unwrap();
+        let mut walk = Walk::new(target_str, root.as_fd());
+        let climbs = Rc::new(Cell::new(0));
+        let (counter, from, to) = (climbs.clone(), middle.clone(), outside.join("moved"));
+        walk.before_climb = Some(Box::new(move || {
+            if counter.get() == 0 {
+                fs::rename(&from, &to).unwrap();
+            }
+            counter.set(counter.get() + 1);
+        }));
+        walk.run();
+        assert!(climbs.get() > 1, "the walk never climbed by ..");
+        assert!(walk.changed);
+        assert_eq!(walk.survivors.len(), 1);
+        assert_eq!(walk.survivors[0].reason, Reason::Changing);
+        assert!(walk.survivors[0].path.ends_with(b"/l9/l10"));
+        // Beside the moved directory, in `outside`, nothing was touched.
+        assert_eq!(
+            fs::read_to_string(outside.join("canary/keep")).unwrap(),
+            "canary"
+        );
+        assert!(outside.join("moved").is_dir());
+        // A second pass (as empty_directory does) empties what is still in the target.
+        let mut again = Walk::new(target_str, root.as_fd());
+        again.run();
+        assert!(!again.changed);
+        assert_eq!(again.left, 0, "{:?}", again.survivors.iter().map(ToString::to_string).collect::<Vec<_>>());
+        assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
     }
 }
