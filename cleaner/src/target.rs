@@ -16,6 +16,8 @@ use std::os::fd::OwnedFd;
 use rustix::fs::{openat2, statat, AtFlags, FileType, Mode, OFlags, ResolveFlags, CWD};
 use rustix::io::{retry_on_intr, Errno};
 
+use crate::report::escape;
+
 /// Flags for every directory the cleaner opens.
 pub(crate) const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::DIRECTORY)
@@ -72,14 +74,13 @@ pub(crate) fn open_target(path: &str) -> Result<OwnedFd, NotOpened> {
     Err(match err {
         Errno::NOENT => NotOpened::Missing,
         Errno::LOOP => NotOpened::Skipped(match first_of(path, FileType::Symlink) {
-            Some(link) => format!("{} is a symlink", crate::report::escape(link.as_bytes())),
+            Some(link) => format!("{} is a symlink", escape(link.as_bytes())),
             None => "a component of the path is a symlink".into(),
         }),
+        // O_DIRECTORY | O_NOFOLLOW on a final symlink is ENOTDIR, too.
         Errno::NOTDIR => NotOpened::Skipped(match first_not_dir(path) {
-            Some(file) => format!(
-                "{} is not a directory",
-                crate::report::escape(file.as_bytes())
-            ),
+            Some((link, FileType::Symlink)) => format!("{} is a symlink", escape(link.as_bytes())),
+            Some((file, _)) => format!("{} is not a directory", escape(file.as_bytes())),
             None => "not a directory".into(),
         }),
         Errno::NOSYS => NotOpened::Skipped(
@@ -100,10 +101,11 @@ fn first_of(path: &str, kind: FileType) -> Option<&str> {
     })
 }
 
-fn first_not_dir(path: &str) -> Option<&str> {
-    prefixes(path).find(|prefix| {
-        statat(CWD, *prefix, AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) != FileType::Directory)
+fn first_not_dir(path: &str) -> Option<(&str, FileType)> {
+    prefixes(path).find_map(|prefix| {
+        let st = statat(CWD, prefix, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        let kind = FileType::from_raw_mode(st.st_mode);
+        (kind != FileType::Directory).then_some((prefix, kind))
     })
 }
 

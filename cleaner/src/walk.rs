@@ -472,7 +472,16 @@ mod tests {
         let mut again = Walk::new(target_str, root.as_fd());
         again.run();
         assert!(!again.changed);
-        assert_eq!(again.left, 0, "{:?}", again.survivors.iter().map(ToString::to_string).collect::<Vec<_>>());
+        assert_eq!(
+            again.left,
+            0,
+            "{:?}",
+            again
+                .survivors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        );
         assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
     }
 }
