@@ -59,19 +59,24 @@ pub fn check_target(path: &str) -> Result<(), &'static str> {
 /// Opens the target directory, refusing any symlink on the way.
 pub(crate) fn open_target(path: &str) -> Result<OwnedFd, NotOpened> {
     let resolve = ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
-    let opened = retry_on_intr(|| openat2(CWD, path, DIR_FLAGS, Mode::empty(), resolve));
-    let err = match opened {
-        Ok(fd) => return Ok(fd),
-        // EAGAIN: the kernel saw a rename or mount race during the lookup; try again.
-        Err(Errno::AGAIN) => {
-            match retry_on_intr(|| openat2(CWD, path, DIR_FLAGS, Mode::empty(), resolve)) {
-                Ok(fd) => return Ok(fd),
-                Err(err) => err,
+    let mut err = Errno::AGAIN;
+    // EAGAIN: the kernel saw a rename or mount race during the lookup; try again.
+    for _ in 0..3 {
+        match retry_on_intr(|| openat2(CWD, path, DIR_FLAGS, Mode::empty(), resolve)) {
+            Ok(fd) => return Ok(fd),
+            Err(Errno::AGAIN) => continue,
+            Err(other) => {
+                err = other;
+                break;
             }
         }
-        Err(err) => err,
-    };
-    Err(match err {
+    }
+    Err(explain(err, path))
+}
+
+/// What an `openat2` error on the target means for it.
+fn explain(err: Errno, path: &str) -> NotOpened {
+    match err {
         Errno::NOENT => NotOpened::Missing,
         Errno::LOOP => NotOpened::Skipped(match first_of(path, FileType::Symlink) {
             Some(link) => format!("{} is a symlink", escape(link.as_bytes())),
@@ -89,7 +94,7 @@ pub(crate) fn open_target(path: &str) -> Result<OwnedFd, NotOpened> {
                 .into(),
         ),
         err => NotOpened::Skipped(format!("cannot open it: {}", std::io::Error::from(err))),
-    })
+    }
 }
 
 /// The first prefix of `path` that is of `kind` (for the message only: the refusal itself
@@ -132,6 +137,23 @@ mod tests {
         ] {
             assert!(check_target(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Without openat2 (Linux < 5.6, or seccomp answering ENOSYS) nothing is cleaned.
+    #[test]
+    fn old_kernels_are_refused_with_a_reason() {
+        let NotOpened::Skipped(why) = explain(Errno::NOSYS, "/scratch") else {
+            panic!("ENOSYS must skip the target");
+        };
+        assert!(
+            why.contains("no openat2") && why.contains("refusing"),
+            "{why}"
+        );
+        assert_eq!(explain(Errno::NOENT, "/scratch"), NotOpened::Missing);
+        assert!(matches!(
+            explain(Errno::ACCESS, "/scratch"),
+            NotOpened::Skipped(_)
+        ));
     }
 
     #[test]

@@ -251,11 +251,10 @@ impl<'a> Walk<'a> {
     /// it by `..` when it was closed. False when `..` is not the directory we came from.
     fn ascend(&mut self, child: &Frame) -> bool {
         let depth = self.stack.len();
-        let Some(parent) = self.stack.last_mut() else {
-            return false;
-        };
-        if depth == 1 || parent.fd.is_some() {
-            return true;
+        match self.stack.last() {
+            Some(parent) if depth > 1 && parent.fd.is_none() => {}
+            Some(_) => return true,
+            None => return false,
         }
         let Some(child_fd) = child.fd.as_ref() else {
             return false;
