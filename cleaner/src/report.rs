@@ -63,6 +63,9 @@ pub enum Reason {
     /// A mount point (any mount: tmpfs, another filesystem, a bind mount of the same
     /// one). Never entered, never removed.
     MountPoint,
+    /// A directory on another device within the same mount (a btrfs subvolume): refused
+    /// like a mount, as a device change is never expected inside one filesystem.
+    OtherDevice,
     /// `EACCES`: no permission to open, list or remove (e.g. a mode-000 directory when
     /// not root).
     PermissionDenied,
@@ -136,6 +139,7 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::MountPoint => f.write_str("is a mount point"),
+            Reason::OtherDevice => f.write_str("is on another device (not entered)"),
             Reason::PermissionDenied => f.write_str("permission denied"),
             Reason::NotPermitted => f.write_str("operation not permitted"),
             Reason::ReadOnly => f.write_str("is on a read-only filesystem"),

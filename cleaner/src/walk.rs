@@ -220,9 +220,9 @@ impl<'a> Walk<'a> {
             Err(err) => return self.survive(&name, err.into()),
         };
         if st.st_dev != self.root_dev {
-            // RESOLVE_NO_XDEV already refuses every mount; a device change would mean
-            // the kernel did not. Never enter it.
-            return self.survive(&name, Reason::MountPoint);
+            // RESOLVE_NO_XDEV already refused every mount; a device change within one
+            // mount (a btrfs subvolume) is not expected either. Never enter it.
+            return self.survive(&name, Reason::OtherDevice);
         }
         let pending = match list(&fd) {
             Ok(pending) => pending,
