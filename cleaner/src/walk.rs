@@ -84,6 +84,9 @@ pub(crate) struct Walk<'a> {
     /// Tests: runs before each climb by `..`, to move directories at the worst moment.
     #[cfg(test)]
     before_climb: Option<Box<dyn FnMut()>>,
+    /// Tests: list every entry as `DT_UNKNOWN`, as some filesystems do.
+    #[cfg(test)]
+    unknown_types: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -102,6 +105,8 @@ impl<'a> Walk<'a> {
             stopped: false,
             #[cfg(test)]
             before_climb: None,
+            #[cfg(test)]
+            unknown_types: false,
         }
     }
 
@@ -112,7 +117,7 @@ impl<'a> Walk<'a> {
             Err(err) => return self.survive_path(self.target.as_bytes().to_vec(), err.into()),
         };
         self.root_dev = dev;
-        let pending = match list(self.root) {
+        let pending = match self.list(self.root) {
             Ok(pending) => pending,
             Err(err) => return self.survive_path(self.target.as_bytes().to_vec(), err.into()),
         };
@@ -149,6 +154,16 @@ impl<'a> Walk<'a> {
             drop(child.fd);
             self.remove_dir(child.name, child.left);
         }
+    }
+
+    fn list(&self, fd: BorrowedFd<'_>) -> Result<Vec<Entry>, Errno> {
+        #[allow(unused_mut)]
+        let mut entries = list(fd)?;
+        #[cfg(test)]
+        if self.unknown_types {
+            entries.iter_mut().for_each(|e| e.kind = Kind::Unknown);
+        }
+        Ok(entries)
     }
 
     /// The descriptor of the directory being worked on.
@@ -224,7 +239,7 @@ impl<'a> Walk<'a> {
             // mount (a btrfs subvolume) is not expected either. Never enter it.
             return self.survive(&name, Reason::OtherDevice);
         }
-        let pending = match list(&fd) {
+        let pending = match self.list(fd.as_fd()) {
             Ok(pending) => pending,
             Err(Errno::ACCESS) => {
                 drop(fd);
@@ -431,6 +446,28 @@ mod tests {
         fs::create_dir_all(&dir).unwrap();
         fs::write(dir.join("f"), "junk").unwrap();
         middle
+    }
+
+    /// Filesystems that report `DT_UNKNOWN` (some FUSE, old XFS): every entry is
+    /// looked at with `fstatat(AT_SYMLINK_NOFOLLOW)` first, links are still never
+    /// followed and file sizes still counted.
+    #[test]
+    fn entries_of_unknown_type_are_looked_at_first() {
+        let base = tempfile::tempdir().unwrap();
+        let target = base.path().join("target");
+        let canary = base.path().join("canary");
+        fs::create_dir_all(target.join("d/e")).unwrap();
+        fs::create_dir(&canary).unwrap();
+        fs::write(canary.join("keep"), "canary").unwrap();
+        fs::write(target.join("d/e/f"), "12345").unwrap();
+        std::os::unix::fs::symlink(&canary, target.join("d/link")).unwrap();
+        let root = openat(CWD, &target, DIR_FLAGS, Mode::empty()).unwrap();
+        let mut walk = Walk::new(target.to_str().unwrap(), root.as_fd());
+        walk.unknown_types = true;
+        walk.run();
+        assert_eq!((walk.removed, walk.bytes, walk.left), (4, 5, 0));
+        assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
+        assert_eq!(fs::read_to_string(canary.join("keep")).unwrap(), "canary");
     }
 
     /// The walk climbs back by `..` above the descriptor window. When a directory was

@@ -140,6 +140,28 @@ fn mode_000_directories_go_as_root_and_are_reported_otherwise() {
     }
 }
 
+/// A sticky target (like /tmp) holding another user's file: as 65534 that file is
+/// `EPERM`, reported, and the rest goes.
+#[test]
+fn another_users_file_in_a_sticky_directory_is_reported() {
+    if !support::is_root() {
+        return support::skip("needs root to switch users");
+    }
+    let sandbox = Sandbox::new();
+    fs::write(sandbox.target.join("roots"), "x").expect("write");
+    fs::write(sandbox.target.join("mine"), "x").expect("write");
+    support::chown_tree(&sandbox.target.join("mine"), support::NOBODY);
+    fs::set_permissions(&sandbox.target, fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let output = clean(User::Nobody, &[&sandbox.target]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("/target/roots operation not permitted"),
+        "{err}"
+    );
+    assert_eq!(entries(&sandbox.target), ["roots"]);
+}
+
 #[test]
 fn the_target_directory_itself_is_kept_with_its_mode() {
     let sandbox = Sandbox::new();
