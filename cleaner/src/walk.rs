@@ -193,6 +193,8 @@ impl<'a> Walk<'a> {
                     Err(Errno::XDEV) => return self.survive(&entry.name, Reason::MountPoint),
                     Err(Errno::ACCESS) => return self.remove_unreadable(entry.name),
                     Err(Errno::INTR | Errno::AGAIN) => {}
+                    // Fewer descriptors than WINDOW allowed: hold fewer and try again.
+                    Err(Errno::MFILE) if self.close_oldest() => {}
                     Err(err) => return self.survive(&entry.name, err.into()),
                 },
                 Kind::File | Kind::Other => {
@@ -239,7 +241,11 @@ impl<'a> Walk<'a> {
             // mount (a btrfs subvolume) is not expected either. Never enter it.
             return self.survive(&name, Reason::OtherDevice);
         }
-        let pending = match self.list(fd.as_fd()) {
+        let mut listed = self.list(fd.as_fd());
+        while matches!(listed, Err(Errno::MFILE)) && self.close_oldest() {
+            listed = self.list(fd.as_fd());
+        }
+        let pending = match listed {
             Ok(pending) => pending,
             Err(Errno::ACCESS) => {
                 drop(fd);
@@ -259,6 +265,22 @@ impl<'a> Walk<'a> {
         if self.stack.len() > WINDOW + 1 {
             let oldest = self.stack.len() - 1 - WINDOW;
             self.stack[oldest].fd = None;
+        }
+    }
+
+    /// Closes the descriptor of the frame furthest up that still has one, except the
+    /// working directory's; false when there is none to close.
+    fn close_oldest(&mut self) -> bool {
+        let top = self.stack.len().saturating_sub(1);
+        match self.stack[..top]
+            .iter_mut()
+            .find(|frame| frame.fd.is_some())
+        {
+            Some(frame) => {
+                frame.fd = None;
+                true
+            }
+            None => false,
         }
     }
 
