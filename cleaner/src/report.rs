@@ -131,7 +131,11 @@ impl Report {
 
 impl fmt::Display for Survivor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", escape(&self.path), self.reason)
+        match self.reason {
+            // "…/d: Too many open files (os error 24)" reads better than a bare append.
+            Reason::Error(_) => write!(f, "{}: {}", escape(&self.path), self.reason),
+            _ => write!(f, "{} {}", escape(&self.path), self.reason),
+        }
     }
 }
 
