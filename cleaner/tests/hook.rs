@@ -10,11 +10,13 @@ use std::time::{Duration, Instant};
 use prestop_clean::argv::{Before, HookArgs, Script};
 use support::{stderr, Sandbox, BIN};
 
-/// The hook as the webhook renders it, run with the system PATH.
+/// The hook as the webhook renders it, run with a container's usual PATH (a PATH entry
+/// we may not search would turn "not found" into "permission denied").
 fn run_hook(args: &HookArgs) -> std::process::Output {
     let argv = args.render(BIN);
     Command::new(&argv[0])
         .args(&argv[1..])
+        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         .output()
         .expect("run prestop-clean")
 }
