@@ -16,7 +16,10 @@ fn run_hook(args: &HookArgs) -> std::process::Output {
     let argv = args.render(BIN);
     Command::new(&argv[0])
         .args(&argv[1..])
-        .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        )
         .output()
         .expect("run prestop-clean")
 }
