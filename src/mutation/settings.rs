@@ -19,6 +19,9 @@ pub const TTL_AFTER_FINISHED: &str = "prestop-injector.io/ttl-after-finished";
 pub const INJECT: &str = "prestop-injector.io/inject";
 pub const STATUS: &str = "prestop-injector.io/status";
 
+/// The largest `ttlSecondsAfterFinished` the API accepts (the field is an int32).
+pub const MAX_TTL_SECONDS: u64 = i32::MAX as u64;
+
 const KNOWN: &[&str] = &[
     CLEANUP,
     COMMAND,
@@ -218,8 +221,25 @@ impl<'a> Annotations<'a> {
             shell,
             fix_shell,
             mode,
-            ttl_after_finished: self.duration(TTL_AFTER_FINISHED)?,
+            ttl_after_finished: self.ttl_after_finished()?,
         })
+    }
+
+    /// `spec.ttlSecondsAfterFinished` is an int32: a larger value would be patched into a
+    /// field the API server then refuses (or truncates in clients), so it is denied here.
+    fn ttl_after_finished(&self) -> Result<Option<u64>, BadAnnotation> {
+        let seconds = self.duration(TTL_AFTER_FINISHED)?;
+        match (seconds, self.get(TTL_AFTER_FINISHED)?) {
+            (Some(seconds), Some(value)) if seconds > MAX_TTL_SECONDS => Err(BadAnnotation::new(
+                TTL_AFTER_FINISHED,
+                value,
+                format!(
+                    "out of range; accepted: 0 to {MAX_TTL_SECONDS} seconds, as {}",
+                    duration::ACCEPTED_FORMS
+                ),
+            )),
+            _ => Ok(seconds),
+        }
     }
 
     fn duration(&self, key: &str) -> Result<Option<u64>, BadAnnotation> {
