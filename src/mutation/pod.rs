@@ -6,7 +6,7 @@ use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
-use super::{grace, image, shell_fix, stale_paths};
+use super::{grace, image, sharing, shell_fix, stale_paths};
 use crate::config::{Config, Mode};
 use serde_json::{json, Map, Value};
 
@@ -56,6 +56,10 @@ pub fn mutate(
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
+                    if let (Some(why), Action::Cleanup(paths)) = (&settings.shared_by, &hook.action)
+                    {
+                        sharing::warn_shared(container, paths, why, &mut warnings);
+                    }
                     set_exec(container, hook.to_argv());
                     injected.push(name);
                 }
@@ -75,6 +79,9 @@ pub fn mutate(
                 } => {
                     if let Some(before) = before {
                         restore(container, before);
+                    }
+                    if let Some(why) = &settings.shared_by {
+                        sharing::warn_shared(container, &paths, why, &mut warnings);
                     }
                     sidecar.add(container, &paths, &mut warnings);
                     injected.push(name);

@@ -18,6 +18,8 @@ pub const MODE: &str = "prestop-injector.io/mode";
 pub const TTL_AFTER_FINISHED: &str = "prestop-injector.io/ttl-after-finished";
 pub const INJECT: &str = "prestop-injector.io/inject";
 pub const STATUS: &str = "prestop-injector.io/status";
+/// Written by us on a workload's pod template: its effective settings (see `record`).
+pub const SETTINGS: &str = "prestop-injector.io/settings";
 
 /// The largest `ttlSecondsAfterFinished` the API accepts (the field is an int32).
 pub const MAX_TTL_SECONDS: u64 = i32::MAX as u64;
@@ -34,6 +36,7 @@ const KNOWN: &[&str] = &[
     TTL_AFTER_FINISHED,
     INJECT,
     STATUS,
+    SETTINGS,
 ];
 
 /// What the injected hook deletes.
@@ -64,6 +67,9 @@ pub struct Settings {
     pub fix_shell: bool,
     pub mode: Mode,
     pub ttl_after_finished: Option<u64>,
+    /// Why the object's pods may share a host directory (`a Deployment`, …), when an
+    /// explicit cleanup proceeds anyway: each target without a per-pod directory warns.
+    pub shared_by: Option<String>,
 }
 
 /// The annotations of an object and of its pod template; the template's win.
@@ -145,10 +151,18 @@ impl<'a> Annotations<'a> {
         }
     }
 
-    /// SPEC §1: any of our annotations other than `status` puts the object in scope.
+    /// Settings recorded by `record` (full keys), read as if written on a pod template.
+    pub fn recorded(map: &'a Map<String, Value>) -> Annotations<'a> {
+        Annotations {
+            object: None,
+            template: Some(map),
+        }
+    }
+
+    /// SPEC §1: any of our annotations other than the two we write puts the object in scope.
     pub fn requests_injection(&self) -> bool {
         self.keys()
-            .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS)
+            .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS && key != SETTINGS)
     }
 
     /// `inject: "false"` opts the object out everywhere.
@@ -222,6 +236,7 @@ impl<'a> Annotations<'a> {
             fix_shell,
             mode,
             ttl_after_finished: self.ttl_after_finished()?,
+            shared_by: None,
         })
     }
 
