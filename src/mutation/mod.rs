@@ -35,6 +35,7 @@ pub mod settings;
 mod sharing;
 pub mod shell_fix;
 mod sidecar;
+mod sidecar_plan;
 mod stale_paths;
 pub mod targets;
 pub mod workload;

@@ -20,9 +20,12 @@ enum Plan {
     /// Our hook is there but nothing is wanted any more: give the user's handler back.
     Restore(Before),
     /// Cleaned by the sidecar; our exec hook, if any, gives the user's handler back.
+    /// When the sidecar must refuse the container, `fallback` is its exec hook, or why
+    /// it can have none.
     Sidecar {
         paths: Vec<String>,
         restore: Option<Before>,
+        fallback: Result<(Hook, Vec<String>), String>,
     },
 }
 
@@ -44,7 +47,7 @@ pub fn mutate(
     let plans = plan(spec, settings, config, &mut warnings)?;
 
     let mut sidecar = SidecarPlan::default();
-    let sidecar_name_taken = sidecar::name_taken(spec);
+    let pod_security = spec.get("securityContext").cloned();
     let mut injected = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
@@ -53,6 +56,35 @@ pub fn mutate(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
+            let plan = match plan {
+                Plan::Sidecar {
+                    paths,
+                    restore,
+                    fallback,
+                } => match sidecar.try_add(container, &paths, pod_security.as_ref()) {
+                    Ok(()) => Plan::Sidecar {
+                        paths,
+                        restore,
+                        fallback,
+                    },
+                    Err(refusal) => match fallback {
+                        Ok((hook, shell_warnings)) => {
+                            warnings.push(format!(
+                                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
+                            ));
+                            warnings.extend(shell_warnings);
+                            Plan::Exec(hook)
+                        }
+                        Err(no_exec) => {
+                            warnings.push(format!(
+                                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
+                            ));
+                            restore.map_or(Plan::Leave, Plan::Restore)
+                        }
+                    },
+                },
+                other => other,
+            };
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
@@ -64,18 +96,10 @@ pub fn mutate(
                     injected.push(name);
                 }
                 Plan::Restore(before) => restore(container, before),
-                Plan::Sidecar { .. } if sidecar_name_taken => {
-                    let warning = format!(
-                        "container {name:?} not cleaned: an init container is already named {:?}",
-                        sidecar::NAME
-                    );
-                    if !warnings.contains(&warning) {
-                        warnings.push(warning);
-                    }
-                }
                 Plan::Sidecar {
                     paths,
                     restore: before,
+                    ..
                 } => {
                     if let Some(before) = before {
                         restore(container, before);
@@ -83,14 +107,13 @@ pub fn mutate(
                     if let Some(why) = &settings.shared_by {
                         sharing::warn_shared(container, &paths, why, &mut warnings);
                     }
-                    sidecar.add(container, &paths, &mut warnings);
                     injected.push(name);
                 }
             }
         }
     }
     let has_sidecar = !sidecar.targets.is_empty();
-    sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
+    let sidecar_name = sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
 
     let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;
@@ -100,8 +123,8 @@ pub fn mutate(
         .is_some();
     if changed || status_present || !injected.is_empty() {
         let mut status = json!({"version": 1, "containers": injected, "grace": grace});
-        if has_sidecar {
-            status["sidecar"] = json!(sidecar::NAME);
+        if let Some(name) = sidecar_name {
+            status["sidecar"] = json!(name);
         }
         set_status(template, status.to_string());
     }
@@ -279,12 +302,35 @@ fn plan_container(
         _ => None,
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
+    let exec_hook = |action: Action, warnings: &mut Vec<String>| {
+        let shell = if settings.fix_shell {
+            let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
+            warnings.extend(warning);
+            shell
+        } else {
+            settings.shell.clone()
+        };
+        Hook {
+            shell,
+            before: existing.before(),
+            action,
+        }
+    };
     match (&action, wants_sidecar, config.sidecar.allowed) {
         (Action::Cleanup(paths), true, true) => {
+            // Built now (its shell-fix warning kept aside) in case the sidecar refuses.
+            let fallback = match &exec_impossible {
+                Some(reason) => Err(reason.clone()),
+                None => {
+                    let mut aside = Vec::new();
+                    Ok((exec_hook(action.clone(), &mut aside), aside))
+                }
+            };
             return Plan::Sidecar {
                 paths: paths.clone(),
                 restore: ours,
-            }
+                fallback,
+            };
         }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
@@ -301,18 +347,7 @@ fn plan_container(
         )),
         _ => {}
     }
-    let shell = if settings.fix_shell {
-        let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
-        warnings.extend(warning);
-        shell
-    } else {
-        settings.shell.clone()
-    };
-    Plan::Exec(Hook {
-        shell,
-        before: existing.before(),
-        action,
-    })
+    Plan::Exec(exec_hook(action, warnings))
 }
 
 /// Warns once per container when its own preStop deletes paths outside its volumes.

@@ -6,91 +6,45 @@
 //! its own: on deletion that would run while the app may still write.
 
 use super::hook;
-use super::targets::{self};
+pub use super::sidecar_plan::SidecarPlan;
 use crate::config::Config;
 use serde_json::{json, Map, Value};
 
+/// The sidecar's name, unless a container of the pod already has it: then
+/// `prestop-cleanup-2`, `-3`, … (see [`free_name`]).
 pub const NAME: &str = "prestop-cleanup";
 
 /// The sidecar's shell; the configured image must provide it (busybox does).
 const SHELL: &str = "/bin/sh";
 
-/// What the sidecar must clean and mount, gathered from the containers it serves.
-#[derive(Debug, Default)]
-pub struct SidecarPlan {
-    pub targets: Vec<String>,
-    mounts: Vec<Value>,
-    run_as_user: Option<Value>,
-    run_as_group: Option<Value>,
-    user_of: Option<String>,
-}
-
 impl SidecarPlan {
-    /// Adds a container's targets: their mounts are copied so the sidecar sees the same
-    /// directories at the same paths, and it runs as that container's user and group.
-    pub fn add(&mut self, container: &Value, paths: &[String], warnings: &mut Vec<String>) {
-        let mounts = targets::mounts(container);
-        for path in paths {
-            let Some(mount) = targets::mount_of(&mounts, path) else {
-                continue;
-            };
-            if !self
-                .mounts
-                .iter()
-                .any(|m| m.get("mountPath").and_then(Value::as_str) == Some(mount.path.as_str()))
-            {
-                let mut copy = Map::new();
-                for key in ["name", "mountPath", "subPath", "subPathExpr"] {
-                    if let Some(value) = mount.raw.get(key) {
-                        copy.insert(key.to_owned(), value.clone());
-                    }
-                }
-                self.mounts.push(Value::Object(copy));
-            }
-            if !self.targets.contains(path) {
-                self.targets.push(path.clone());
-            }
-        }
-        let name = container
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let context = container.get("securityContext");
-        let user = context.and_then(|c| c.get("runAsUser")).cloned();
-        let group = context.and_then(|c| c.get("runAsGroup")).cloned();
-        match &self.user_of {
-            None => {
-                self.user_of = Some(name.to_owned());
-                self.run_as_user = user;
-                self.run_as_group = group;
-            }
-            Some(first) if self.run_as_user != user || self.run_as_group != group => warnings.push(format!(
-                "container {name:?} runs as another user than {first:?}; the cleanup sidecar runs as {first:?}"
-            )),
-            Some(_) => {}
-        }
-    }
-
-    fn container(&self, config: &Config) -> Map<String, Value> {
+    /// Our sidecar: exact mounts and env from [`SidecarPlan`], and a securityContext that
+    /// meets Pod Security `restricted` as the served containers' numeric user.
+    fn container(&self, config: &Config, name: &str) -> Map<String, Value> {
         let mut security = json!({
             "allowPrivilegeEscalation": false,
             "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
             "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         });
-        if let Some(user) = &self.run_as_user {
-            security["runAsUser"] = user.clone();
-        }
-        if let Some(group) = &self.run_as_group {
-            security["runAsGroup"] = group.clone();
+        if let Some((uid, gid)) = self.user {
+            security["runAsUser"] = json!(uid);
+            if let Some(gid) = gid {
+                security["runAsGroup"] = json!(gid);
+            }
         }
         let mut container = Map::new();
-        container.insert("name".into(), json!(NAME));
+        container.insert("name".into(), json!(name));
         container.insert("image".into(), json!(config.sidecar.image));
         container.insert(
             "command".into(),
             json!(hook::sidecar_argv(SHELL, &self.targets)),
         );
         container.insert("restartPolicy".into(), json!("Always"));
+        if !self.env.is_empty() {
+            container.insert("env".into(), Value::Array(self.env.clone()));
+        }
         container.insert("volumeMounts".into(), Value::Array(self.mounts.clone()));
         if config
             .sidecar
@@ -105,8 +59,20 @@ impl SidecarPlan {
     }
 }
 
+/// The keys of our sidecar we own; any other (defaulted by the API server after our
+/// first patch: `imagePullPolicy`, `terminationMessagePath`, …) is left alone.
+const OWNED_KEYS: &[&str] = &[
+    "image",
+    "command",
+    "restartPolicy",
+    "env",
+    "volumeMounts",
+    "resources",
+    "securityContext",
+];
+
 /// Whether an init container is the sidecar we generated (by its command, not its name).
-fn is_ours(container: &Value) -> bool {
+pub fn is_ours(container: &Value) -> bool {
     container
         .get("command")
         .and_then(Value::as_array)
@@ -118,65 +84,73 @@ fn is_ours(container: &Value) -> bool {
         .is_some_and(|argv| hook::sidecar_targets(&argv).is_some())
 }
 
-/// Whether one of the user's own init containers already has our sidecar's name: then we
-/// can add no sidecar (names are unique) and must not touch theirs.
-pub fn name_taken(spec: &Value) -> bool {
-    spec.get("initContainers")
-        .and_then(Value::as_array)
-        .is_some_and(|list| {
-            list.iter()
-                .any(|c| c.get("name").and_then(Value::as_str) == Some(NAME) && !is_ours(c))
-        })
+/// The first of `prestop-cleanup`, `prestop-cleanup-2`, … that no container of the pod
+/// (init, app or ephemeral) is named.
+fn free_name(spec: &Value) -> String {
+    let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str))
+        .collect();
+    std::iter::once(NAME.to_owned())
+        .chain((2..).map(|n| format!("{NAME}-{n}")))
+        .find(|name| !taken.contains(&name.as_str()))
+        .unwrap_or_else(|| NAME.to_owned())
 }
 
-/// Adds, updates or removes our sidecar so that it matches `plan`. A user's container
-/// that only shares the name is never touched (see [`name_taken`]).
+/// Adds, updates or removes our sidecar so that it matches `plan`; returns its name.
+/// Our sidecar is recognised by its command, never by its name, so a user's container
+/// that only shares the name is never touched.
 ///
-/// An existing sidecar is updated key by key: fields the API server defaulted after our
-/// first patch (`imagePullPolicy`, `terminationMessagePath`, …) are left alone, so a
+/// An existing sidecar is updated key by key ([`OWNED_KEYS`]) and keeps its name, so a
 /// second pass — or the Pod-level pass of a controller-created pod — yields no patch.
-pub fn apply(spec: &mut Value, plan: Option<&SidecarPlan>, config: &Config) {
+pub fn apply(spec: &mut Value, plan: Option<&SidecarPlan>, config: &Config) -> Option<String> {
     let position = spec
         .get("initContainers")
         .and_then(Value::as_array)
-        .and_then(|list| {
-            list.iter()
-                .position(|c| c.get("name").and_then(Value::as_str) == Some(NAME))
-        });
+        .and_then(|list| list.iter().position(is_ours));
     match (plan, position) {
-        (None, None) => {}
+        (None, None) => None,
         (None, Some(index)) => {
-            let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) else {
-                return;
-            };
-            if is_ours(&list[index]) {
-                list.remove(index);
-                if list.is_empty() {
-                    spec.as_object_mut().map(|s| s.remove("initContainers"));
-                }
+            let list = spec
+                .get_mut("initContainers")
+                .and_then(Value::as_array_mut)?;
+            list.remove(index);
+            if list.is_empty() {
+                spec.as_object_mut().map(|s| s.remove("initContainers"));
             }
+            None
         }
-        (Some(_), Some(index)) if !is_ours(&spec["initContainers"][index]) => {}
         (Some(plan), Some(index)) => {
-            if let Some(existing) = spec["initContainers"][index].as_object_mut() {
-                for (key, value) in plan.container(config) {
-                    if existing.get(&key) != Some(&value) {
-                        existing.insert(key, value);
+            let existing = spec["initContainers"][index].as_object_mut()?;
+            let name = existing.get("name").and_then(Value::as_str)?.to_owned();
+            let mut wanted = plan.container(config, &name);
+            for key in OWNED_KEYS {
+                match wanted.remove(*key) {
+                    Some(value) if existing.get(*key) != Some(&value) => {
+                        existing.insert((*key).to_owned(), value);
+                    }
+                    Some(_) => {}
+                    None => {
+                        existing.remove(*key);
                     }
                 }
             }
+            Some(name)
         }
         (Some(plan), None) => {
-            let Some(spec_map) = spec.as_object_mut() else {
-                return;
-            };
-            let slot = spec_map.entry("initContainers").or_insert(Value::Null);
+            let name = free_name(spec);
+            let slot = spec
+                .as_object_mut()?
+                .entry("initContainers")
+                .or_insert(Value::Null);
             if slot.is_null() {
                 *slot = Value::Array(Vec::new());
             }
-            if let Some(list) = slot.as_array_mut() {
-                list.push(Value::Object(plan.container(config)));
-            }
+            slot.as_array_mut()?
+                .push(Value::Object(plan.container(config, &name)));
+            Some(name)
         }
     }
 }
