@@ -261,3 +261,28 @@ fn class_5_a_workload_never_reads_its_own_record_back() {
     let pod = pod_of(&outcome.patched["spec"]["template"], JOB_OWNER);
     assert_untouched(&pod, "pod of the re-decided Job");
 }
+
+#[test]
+fn class_5_a_forged_record_on_a_template_that_is_not_injected_is_removed() {
+    // Otherwise the pods of a skipped Job (parallelism 4 on auto) would obey it.
+    let mut object = scratch_job(json!({}));
+    object["spec"]["parallelism"] = json!(4);
+    object["spec"]["template"]["metadata"] = json!({"annotations": {
+        "prestop-injector.io/settings": r#"{"version":1,"cleanup":"auto"}"#}});
+    let job = mutate_with(Endpoint::MutateAuto, &Config::default(), object).patched;
+    let template = &job["spec"]["template"];
+    assert_eq!(template["metadata"]["annotations"], json!({}));
+    let pod = pod_of(template, JOB_OWNER);
+    assert_untouched(&pod, "pod of a skipped Job");
+    assert!(hook_targets(&pod["spec"]).is_empty());
+}
+
+#[test]
+fn class_5_a_bare_pod_with_a_record_follows_the_record_not_the_endpoint() {
+    let template = scratch_job(json!({}))["spec"]["template"].clone();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "copy", "annotations": {
+        "prestop-injector.io/settings": r#"{"version":1,"cleanup":"/scratch/tmp"}"#}},
+        "spec": template["spec"]});
+    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), pod);
+    assert_eq!(hook_targets(&outcome.patched["spec"]), ["/scratch/tmp"]);
+}

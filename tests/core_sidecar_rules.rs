@@ -91,9 +91,15 @@ fn assert_mount_list_is_safe(sidecar: &Value) {
 
 #[test]
 fn class_4_a_pvc_of_another_container_is_not_mounted_inside_a_sidecar_target() {
+    for nested in ["/data/keep", "/data/keep/", "//data//keep", "/data/./keep"] {
+        pvc_inside_the_target(nested);
+    }
+}
+
+fn pvc_inside_the_target(nested: &str) {
     let containers = json!([
         app("a", json!([{"name": "host", "mountPath": "/data"}])),
-        app("b", json!([{"name": "keep", "mountPath": "/data/keep"}])),
+        app("b", json!([{"name": "keep", "mountPath": nested}])),
     ]);
     let volumes = json!([host_path_volume("host", "/mnt/data"),
         {"name": "keep", "persistentVolumeClaim": {"claimName": "database"}}]);

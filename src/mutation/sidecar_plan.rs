@@ -190,6 +190,14 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
             ));
         }
         for definition in definitions {
+            // Without containerName a resourceFieldRef reads the *sidecar's* resources:
+            // the copy would name another directory.
+            let resource = definition.pointer("/valueFrom/resourceFieldRef");
+            if resource.is_some_and(|r| r.get("containerName").is_none()) {
+                return Err(format!(
+                    "its env var {name} reads its own resources, which the sidecar does not share"
+                ));
+            }
             if let Some(value) = definition.get("value").and_then(Value::as_str) {
                 names.extend(env_refs::references(value));
             }
@@ -324,6 +332,12 @@ mod tests {
                 json!([]),
                 json!({"mountPropagation": "Bidirectional"}),
                 "Bidirectional",
+            ),
+            (
+                json!({"runAsUser": 1000}),
+                json!([{"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory"}}}]),
+                json!({"subPathExpr": "$(X)"}),
+                "reads its own resources",
             ),
         ] {
             let mut mount = json!({"name": "v", "mountPath": "/e"});
