@@ -65,12 +65,19 @@ pub fn apply(
         settings.shared_by = Some(why);
         return;
     }
-    settings.cleanup = Cleanup::Nothing;
+    let selected = |container: &Value| {
+        let name = container.get("name").and_then(Value::as_str);
+        settings
+            .containers
+            .as_ref()
+            .is_none_or(|names| names.iter().any(|n| Some(n.as_str()) == name))
+    };
     let would_clean = spec.is_some_and(|spec| {
         app_containers(spec)
             .iter()
-            .any(|c| !targets::auto_targets(spec, c, config).targets.is_empty())
+            .any(|c| selected(c) && !targets::auto_targets(spec, c, config).targets.is_empty())
     });
+    settings.cleanup = Cleanup::Nothing;
     if would_clean {
         warnings.push(format!(
             "auto cleanup skipped: pods of {why} may share host directories; annotate cleanup to opt in"

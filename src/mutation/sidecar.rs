@@ -4,6 +4,11 @@
 //! when a Job finishes and when its pod is deleted — so the cleanup, which runs in the
 //! sidecar's SIGTERM handler, starts after the app stopped writing. It has no preStop of
 //! its own: on deletion that would run while the app may still write.
+//!
+//! It must also be a container every cluster accepts: Pod Security `restricted` fields
+//! with the served containers' numeric user, exact copies of their mounts and of the env
+//! those mounts reference ([`SidecarPlan`] decides which containers it can serve), and a
+//! name no container of the pod has. It is recognised by its command, never its name.
 
 use super::hook;
 pub use super::sidecar_plan::SidecarPlan;
@@ -72,7 +77,7 @@ const OWNED_KEYS: &[&str] = &[
 ];
 
 /// Whether an init container is the sidecar we generated (by its command, not its name).
-pub fn is_ours(container: &Value) -> bool {
+fn is_ours(container: &Value) -> bool {
     container
         .get("command")
         .and_then(Value::as_array)
