@@ -346,3 +346,77 @@ fn class_8_the_auto_endpoint_keeps_the_sidecar_idempotent() {
     let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), per_pod_job());
     assert!(sidecar_of(&outcome.patched).is_some());
 }
+
+/// The Pod of a mutated Job as it reaches us: the ServiceAccount admission plugin has
+/// mounted the token into every container, init containers included, and the Job
+/// controller of an Indexed Job has appended `JOB_COMPLETION_INDEX` to every env.
+fn pod_as_admitted(job: &Value) -> Value {
+    let template = &job["spec"]["template"];
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "worker-", "annotations": template["metadata"]["annotations"],
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "job-worker", "controller": true}]},
+        "spec": template["spec"]});
+    for key in ["initContainers", "containers"] {
+        for container in pod["spec"][key].as_array_mut().unwrap() {
+            let token = json!({"name": "kube-api-access-x2z9q", "readOnly": true,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+            container["volumeMounts"]
+                .as_array_mut()
+                .unwrap()
+                .push(token);
+            let index = json!({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef":
+                {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}});
+            match container.get_mut("env").and_then(Value::as_array_mut) {
+                Some(env) => env.push(index),
+                None => container["env"] = json!([index]),
+            }
+        }
+    }
+    pod
+}
+
+#[test]
+fn class_8_what_admission_plugins_add_to_the_sidecar_is_kept() {
+    let job = mutate(per_pod_job()).patched;
+    let pod = pod_as_admitted(&job);
+    assert!(sidecar_in(&pod["spec"]).is_some());
+    for endpoint in [Endpoint::Mutate, Endpoint::MutateAuto] {
+        let decision = prestop_injector::mutation::decide(
+            &request(prestop_injector::admission::Operation::Create, pod.clone()),
+            endpoint,
+            &Config::default(),
+        );
+        assert_eq!(decision.patch.map(|p| json!(p)), None, "{endpoint:?}");
+    }
+}
+
+#[test]
+fn class_4_a_mount_another_plugin_put_inside_a_sidecar_target_is_never_emptied() {
+    // A webhook that ran before us mounted a volume into our sidecar inside its target:
+    // the container falls back to its own exec hook (its mounts passed) and the sidecar
+    // goes. Decided once: without that webhook the next pass would add the sidecar back.
+    let job = mutate(per_pod_job()).patched;
+    let mut pod = pod_as_admitted(&job);
+    let init = &mut pod["spec"]["initContainers"][0];
+    init["volumeMounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "vault", "mountPath": "/scratch/secrets"}));
+    let decision = prestop_injector::mutation::decide(
+        &request(prestop_injector::admission::Operation::Create, pod.clone()),
+        Endpoint::Mutate,
+        &Config::default(),
+    );
+    let mut patched = pod;
+    json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
+    assert!(sidecar_in(&patched["spec"]).is_none());
+    assert_eq!(
+        pre_stop_argv(&patched["spec"]["containers"][0])[4..],
+        ["/scratch"]
+    );
+    let warnings = decision.warnings.join("\n");
+    assert!(
+        warnings.contains("the sidecar would mount /scratch/secrets inside the target /scratch"),
+        "{warnings}"
+    );
+}

@@ -46,9 +46,10 @@ pub fn mutate(
     }
     let plans = plan(spec, settings, config, &mut warnings)?;
 
-    let mut sidecar = SidecarPlan::default();
+    let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
     let pod_security = spec.get("securityContext").cloned();
     let mut injected = Vec::new();
+    let mut served_by_sidecar = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
@@ -107,13 +108,17 @@ pub fn mutate(
                     if let Some(why) = &settings.shared_by {
                         sharing::warn_shared(container, &paths, why, &mut warnings);
                     }
+                    served_by_sidecar.push(name.clone());
                     injected.push(name);
                 }
             }
         }
     }
     let has_sidecar = !sidecar.targets.is_empty();
-    let sidecar_name = sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
+    let sidecar_name = sidecar::apply(spec, has_sidecar.then_some(&sidecar), config, &mut warnings);
+    if has_sidecar && sidecar_name.is_none() {
+        injected.retain(|name| !served_by_sidecar.contains(name));
+    }
 
     let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;

@@ -12,6 +12,8 @@
 
 use super::hook;
 pub use super::sidecar_plan::SidecarPlan;
+use super::sidecar_plan::{check_merged, copy_of};
+use super::targets;
 use crate::config::Config;
 use serde_json::{json, Map, Value};
 
@@ -89,6 +91,31 @@ fn is_ours(container: &Value) -> bool {
         .is_some_and(|argv| hook::sidecar_targets(&argv).is_some())
 }
 
+/// The mounts of our existing sidecar that are no copy of an app container's mount:
+/// admission plugins put them there (the ServiceAccount token, say) and they stay.
+pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
+    let Some(ours) = spec
+        .get("initContainers")
+        .and_then(Value::as_array)
+        .and_then(|list| list.iter().find(|c| is_ours(c)))
+    else {
+        return Vec::new();
+    };
+    let copies: Vec<Value> = super::pod::app_containers(spec)
+        .iter()
+        .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
+        .flatten()
+        .map(copy_of)
+        .collect();
+    ours.get("volumeMounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| !copies.contains(&copy_of(m)))
+        .cloned()
+        .collect()
+}
+
 /// The first of `prestop-cleanup`, `prestop-cleanup-2`, … that no container of the pod
 /// (init, app or ephemeral) is named.
 fn free_name(spec: &Value) -> String {
@@ -110,52 +137,108 @@ fn free_name(spec: &Value) -> String {
 ///
 /// An existing sidecar is updated key by key ([`OWNED_KEYS`]) and keeps its name, so a
 /// second pass — or the Pod-level pass of a controller-created pod — yields no patch.
-pub fn apply(spec: &mut Value, plan: Option<&SidecarPlan>, config: &Config) -> Option<String> {
+/// What admission plugins add to it before we see the Pod (the ServiceAccount token
+/// mount, an Indexed Job's `JOB_COMPLETION_INDEX`) is kept — unless a mount of theirs
+/// lies inside a target: then the sidecar is removed (fail closed) with a warning.
+pub fn apply(
+    spec: &mut Value,
+    plan: Option<&SidecarPlan>,
+    config: &Config,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
     let position = spec
         .get("initContainers")
         .and_then(Value::as_array)
         .and_then(|list| list.iter().position(is_ours));
-    match (plan, position) {
-        (None, None) => None,
-        (None, Some(index)) => {
-            let list = spec
-                .get_mut("initContainers")
-                .and_then(Value::as_array_mut)?;
-            list.remove(index);
-            if list.is_empty() {
-                spec.as_object_mut().map(|s| s.remove("initContainers"));
-            }
-            None
+    let Some(plan) = plan else {
+        if let Some(index) = position {
+            remove(spec, index);
         }
-        (Some(plan), Some(index)) => {
-            let existing = spec["initContainers"][index].as_object_mut()?;
-            let name = existing.get("name").and_then(Value::as_str)?.to_owned();
-            let mut wanted = plan.container(config, &name);
-            for key in OWNED_KEYS {
-                match wanted.remove(*key) {
-                    Some(value) if existing.get(*key) != Some(&value) => {
-                        existing.insert((*key).to_owned(), value);
-                    }
-                    Some(_) => {}
-                    None => {
-                        existing.remove(*key);
-                    }
-                }
-            }
-            Some(name)
+        return None;
+    };
+    let Some(index) = position else {
+        let name = free_name(spec);
+        let slot = spec
+            .as_object_mut()?
+            .entry("initContainers")
+            .or_insert(Value::Null);
+        if slot.is_null() {
+            *slot = Value::Array(Vec::new());
         }
-        (Some(plan), None) => {
-            let name = free_name(spec);
-            let slot = spec
-                .as_object_mut()?
-                .entry("initContainers")
-                .or_insert(Value::Null);
-            if slot.is_null() {
-                *slot = Value::Array(Vec::new());
+        slot.as_array_mut()?
+            .push(Value::Object(plan.container(config, &name)));
+        return Some(name);
+    };
+    let existing = spec["initContainers"][index].as_object_mut()?;
+    let name = existing.get("name").and_then(Value::as_str)?.to_owned();
+    let mut wanted = plan.container(config, &name);
+    for key in OWNED_KEYS {
+        let value = match *key {
+            "env" => with_others(existing.get("env"), &plan.env, |e| e.get("name").cloned()),
+            "volumeMounts" => with_others(existing.get(*key), &plan.mounts, |m| {
+                let path = m.get("mountPath").and_then(Value::as_str)?;
+                targets::normalize(path).map(Value::String)
+            }),
+            _ => wanted.remove(*key),
+        };
+        match value {
+            Some(value) if existing.get(*key) != Some(&value) => {
+                existing.insert((*key).to_owned(), value);
             }
-            slot.as_array_mut()?
-                .push(Value::Object(plan.container(config, &name)));
-            Some(name)
+            Some(_) => {}
+            None => {
+                existing.remove(*key);
+            }
         }
     }
+    let mounts = existing.get("volumeMounts").and_then(Value::as_array);
+    if let Err(problem) = check_merged(mounts.map_or(&[], Vec::as_slice), &plan.targets) {
+        warnings.push(format!("cleanup sidecar removed: {problem}"));
+        remove(spec, index);
+        return None;
+    }
+    Some(name)
+}
+
+fn remove(spec: &mut Value, index: usize) {
+    if let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
+        list.remove(index);
+        if list.is_empty() {
+            spec.as_object_mut().map(|s| s.remove("initContainers"));
+        }
+    }
+}
+
+/// A list of ours (`env`, `volumeMounts`) after others may have added to it: kept as it
+/// is when all our entries are there in order and no other entry has the key of one of
+/// ours (same env name, same normalized mountPath); otherwise ours, then theirs minus
+/// the clashing ones. `None` when there is nothing to hold.
+fn with_others(
+    existing: Option<&Value>,
+    ours: &[Value],
+    key: impl Fn(&Value) -> Option<Value>,
+) -> Option<Value> {
+    let existing: &[Value] = existing
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let our_keys: Vec<Option<Value>> = ours.iter().map(&key).collect();
+    let theirs: Vec<&Value> = existing.iter().filter(|e| !ours.contains(e)).collect();
+    let clash = theirs.iter().any(|e| our_keys.contains(&key(e)));
+    let mut remaining = ours.iter().peekable();
+    for entry in existing {
+        if remaining.peek() == Some(&entry) {
+            remaining.next();
+        }
+    }
+    if remaining.peek().is_none() && !clash {
+        return (!existing.is_empty()).then(|| Value::Array(existing.to_vec()));
+    }
+    let mut list: Vec<Value> = ours.to_vec();
+    list.extend(
+        theirs
+            .into_iter()
+            .filter(|e| !our_keys.contains(&key(e)))
+            .cloned(),
+    );
+    (!list.is_empty()).then_some(Value::Array(list))
 }

@@ -27,6 +27,8 @@ pub struct SidecarPlan {
     /// The numeric user and group of the first container served.
     pub(super) user: Option<(u64, Option<u64>)>,
     served: Vec<String>,
+    /// Mounts others put into our existing sidecar (see [`SidecarPlan::around`]).
+    foreign: Vec<Value>,
 }
 
 /// A container's share of the sidecar, checked but not yet merged.
@@ -38,6 +40,15 @@ struct Share {
 }
 
 impl SidecarPlan {
+    /// A plan that also checks targets against `foreign` mounts: what admission plugins
+    /// added to our sidecar before this pass stays there, so it must obey §3 too.
+    pub fn around(foreign: Vec<Value>) -> SidecarPlan {
+        SidecarPlan {
+            foreign,
+            ..SidecarPlan::default()
+        }
+    }
+
     /// Adds `container`'s `paths` when the sidecar can clean them as safely as the
     /// container itself; otherwise changes nothing and says why (for a warning).
     pub fn try_add(
@@ -60,7 +71,7 @@ impl SidecarPlan {
         }
         let mut all_targets = self.targets.clone();
         all_targets.extend(share.targets.iter().cloned());
-        check_merged(&mounts, &all_targets)?;
+        check_merged(&[&mounts[..], &self.foreign[..]].concat(), &all_targets)?;
         let mut env = self.env.clone();
         for entry in share.env {
             let name = entry.get("name");
@@ -96,7 +107,7 @@ fn name_of(container: &Value) -> &str {
 }
 
 /// The keys of a volumeMount that decide what the kubelet mounts where, and how.
-const MOUNT_KEYS: &[&str] = &[
+pub(super) const MOUNT_KEYS: &[&str] = &[
     "name",
     "mountPath",
     "subPath",
@@ -122,16 +133,10 @@ fn share_of(
             // Only a privileged container may have it, and the sidecar never is one.
             return Err(format!("{} uses Bidirectional propagation", mount.path));
         }
-        let mut copy = Map::new();
-        for key in MOUNT_KEYS {
-            if let Some(value) = mount.raw.get(*key) {
-                copy.insert((*key).to_owned(), value.clone());
-            }
-        }
+        let copy = copy_of(mount.raw);
         if let Some(expression) = mount.raw.get("subPathExpr").and_then(Value::as_str) {
             referenced.extend(env_refs::references(expression));
         }
-        let copy = Value::Object(copy);
         if !copies.contains(&copy) {
             copies.push(copy);
         }
@@ -142,6 +147,17 @@ fn share_of(
         env: env_closure(container, referenced)?,
         user,
     })
+}
+
+/// The sidecar's copy of a volumeMount: exactly the keys that decide what is mounted.
+pub(super) fn copy_of(mount: &Value) -> Value {
+    let mut copy = Map::new();
+    for key in MOUNT_KEYS {
+        if let Some(value) = mount.get(*key) {
+            copy.insert((*key).to_owned(), value.clone());
+        }
+    }
+    Value::Object(copy)
 }
 
 /// Pod Security `restricted` wants a numeric non-root user, and only the app's own user
@@ -217,7 +233,7 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
 
 /// SPEC §3 on the sidecar's own mount list: no two different mounts at one normalized
 /// path, and no mount at or below a target other than the one the target lives on.
-fn check_merged(mounts: &[Value], targets: &[String]) -> Result<(), String> {
+pub(super) fn check_merged(mounts: &[Value], targets: &[String]) -> Result<(), String> {
     let paths: Vec<String> = mounts
         .iter()
         .map(|m| {
