@@ -57,35 +57,13 @@ pub fn mutate(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let plan = match plan {
-                Plan::Sidecar {
-                    paths,
-                    restore,
-                    fallback,
-                } => match sidecar.try_add(container, &paths, pod_security.as_ref()) {
-                    Ok(()) => Plan::Sidecar {
-                        paths,
-                        restore,
-                        fallback,
-                    },
-                    Err(refusal) => match fallback {
-                        Ok((hook, shell_warnings)) => {
-                            warnings.push(format!(
-                                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
-                            ));
-                            warnings.extend(shell_warnings);
-                            Plan::Exec(hook)
-                        }
-                        Err(no_exec) => {
-                            warnings.push(format!(
-                                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
-                            ));
-                            restore.map_or(Plan::Leave, Plan::Restore)
-                        }
-                    },
-                },
-                other => other,
-            };
+            let plan = admit(
+                plan,
+                &mut sidecar,
+                container,
+                pod_security.as_ref(),
+                &mut warnings,
+            );
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
@@ -114,12 +92,13 @@ pub fn mutate(
             }
         }
     }
-    let has_sidecar = !sidecar.targets.is_empty();
-    let sidecar_name = sidecar::apply(spec, has_sidecar.then_some(&sidecar), config, &mut warnings);
-    if has_sidecar && sidecar_name.is_none() {
+    let wanted = (!sidecar.targets.is_empty()).then_some(&sidecar);
+    let sidecar_name = sidecar::apply(spec, wanted, config, &mut warnings);
+    if sidecar_name.is_none() {
         injected.retain(|name| !served_by_sidecar.contains(name));
     }
 
+    let has_sidecar = sidecar_name.is_some();
     let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;
     let status_present = template
@@ -134,6 +113,49 @@ pub fn mutate(
         set_status(template, status.to_string());
     }
     Ok(warnings)
+}
+
+/// A sidecar plan becomes final once the sidecar accepts the container; when it must
+/// refuse it, the container keeps its own exec hook (its own mounts passed §3) or, when
+/// it can have none, is not cleaned — both with a warning.
+fn admit(
+    plan: Plan,
+    sidecar: &mut SidecarPlan,
+    container: &Value,
+    pod_security: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Plan {
+    let Plan::Sidecar {
+        paths,
+        restore,
+        fallback,
+    } = plan
+    else {
+        return plan;
+    };
+    let Err(refusal) = sidecar.try_add(container, &paths, pod_security) else {
+        return Plan::Sidecar {
+            paths,
+            restore,
+            fallback,
+        };
+    };
+    let name = name_of(container);
+    match fallback {
+        Ok((hook, shell_warnings)) => {
+            warnings.push(format!(
+                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
+            ));
+            warnings.extend(shell_warnings);
+            Plan::Exec(hook)
+        }
+        Err(no_exec) => {
+            warnings.push(format!(
+                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
+            ));
+            restore.map_or(Plan::Leave, Plan::Restore)
+        }
+    }
 }
 
 pub(super) fn app_containers(spec: &Value) -> &[Value] {
