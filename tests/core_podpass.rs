@@ -286,3 +286,16 @@ fn class_5_a_bare_pod_with_a_record_follows_the_record_not_the_endpoint() {
     let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), pod);
     assert_eq!(hook_targets(&outcome.patched["spec"]), ["/scratch/tmp"]);
 }
+
+#[test]
+fn class_5_a_record_alone_puts_a_workload_in_scope_so_it_is_never_left_as_written() {
+    // On /mutate a Job carrying nothing but a hand-written record would otherwise be
+    // left alone, and its pods would obey a record no one validated against the Job.
+    let mut object = scratch_job(json!({}));
+    object["spec"]["template"]["metadata"] = json!({"annotations": {
+        "prestop-injector.io/settings": r#"{"version":1,"cleanup":"auto","mode":"exec"}"#}});
+    let job = mutate(object).patched;
+    let template = &job["spec"]["template"];
+    assert_eq!(template["metadata"]["annotations"], json!({}));
+    assert_untouched(&pod_of(template, JOB_OWNER), "pod of the Job");
+}

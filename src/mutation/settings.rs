@@ -159,10 +159,12 @@ impl<'a> Annotations<'a> {
         }
     }
 
-    /// SPEC §1: any of our annotations other than the two we write puts the object in scope.
+    /// SPEC §1: any of our annotations other than `status` puts the object in scope —
+    /// a `settings` record too: its pods would obey it, so it is recomputed (or removed)
+    /// rather than left as someone wrote it.
     pub fn requests_injection(&self) -> bool {
         self.keys()
-            .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS && key != SETTINGS)
+            .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS)
     }
 
     /// `inject: "false"` opts the object out everywhere.
