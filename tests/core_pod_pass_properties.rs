@@ -4,6 +4,7 @@
 //!   endpoint — the Pod-level pass reproduces the workload's decision;
 //! - class 4: our sidecar never has a mount at or below one of its targets other than
 //!   the one the target lives on, and never two mounts at one normalized path;
+//! - class 6: on `/mutate/auto` without a cleanup annotation, only sole users are cleaned;
 //! - class 8: our sidecar always runs as a numeric non-root user with `runAsNonRoot`.
 
 mod core_support;
@@ -11,7 +12,7 @@ mod core_support;
 use core_support::request;
 use prestop_injector::admission::Operation;
 use prestop_injector::config::Config;
-use prestop_injector::mutation::hook::sidecar_targets;
+use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
 use prestop_injector::mutation::targets::{is_at_or_below, normalize};
 use prestop_injector::mutation::{decide, Endpoint};
 use proptest::prelude::*;
@@ -207,6 +208,51 @@ fn specs(object: &Value) -> Vec<&Value> {
     .collect()
 }
 
+/// SPEC §3: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
+fn sole_user(object: &Value) -> bool {
+    let parallelism = |p: &str| object.pointer(p).and_then(Value::as_u64).unwrap_or(1);
+    match object["kind"].as_str().unwrap_or_default() {
+        "Pod" => true,
+        "Job" => parallelism("/spec/parallelism") <= 1,
+        "CronJob" => parallelism("/spec/jobTemplate/spec/parallelism") <= 1,
+        _ => false,
+    }
+}
+
+fn has_cleanup_annotation(object: &Value) -> bool {
+    let key = "prestop-injector.io/cleanup";
+    [
+        "/metadata/annotations",
+        "/spec/template/metadata/annotations",
+        "/spec/jobTemplate/spec/template/metadata/annotations",
+    ]
+    .iter()
+    .any(|p| object.pointer(p).and_then(|a| a.get(key)).is_some())
+}
+
+/// Whether any hook or sidecar of ours in `spec` deletes something.
+fn cleans(spec: &Value) -> bool {
+    let argv = |c: &Value, pointer: &str| -> Vec<String> {
+        serde_json::from_value(c.pointer(pointer).cloned().unwrap_or(json!([]))).unwrap_or_default()
+    };
+    let hooks = spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            matches!(
+                Hook::from_argv(&argv(c, "/lifecycle/preStop/exec/command")),
+                Some(Hook { action: Action::Cleanup(targets), .. }) if !targets.is_empty()
+            )
+        });
+    let sidecars = spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| sidecar_targets(&argv(c, "/command")).is_some_and(|targets| !targets.is_empty()));
+    hooks || sidecars
+}
+
 fn check_sidecar(spec: &Value) -> Result<(), TestCaseError> {
     for init in spec["initContainers"].as_array().into_iter().flatten() {
         let Some(targets) = serde_json::from_value::<Vec<String>>(init["command"].clone())
@@ -277,6 +323,9 @@ proptest! {
         prop_assert_eq!(again.patch, None, "second pass");
         for spec in specs(&patched) {
             check_sidecar(spec)?;
+            if auto && !sole_user(&object) && !has_cleanup_annotation(&object) {
+                prop_assert!(!cleans(spec), "class 6: a shared {} was cleaned", object["kind"]);
+            }
         }
         for child in children(&patched) {
             for endpoint in [Endpoint::Mutate, Endpoint::MutateAuto] {
