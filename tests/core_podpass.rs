@@ -299,3 +299,25 @@ fn class_5_a_record_alone_puts_a_workload_in_scope_so_it_is_never_left_as_writte
     assert_eq!(template["metadata"]["annotations"], json!({}));
     assert_untouched(&pod_of(template, JOB_OWNER), "pod of the Job");
 }
+
+#[test]
+fn class_5_warnings_given_for_the_workload_are_not_repeated_for_each_pod() {
+    // The Job's container runs as root: the sidecar falls back to an exec hook, with a
+    // warning for the Job; its pods get neither a patch nor the warning again.
+    let mut object = scratch_job(json!({"prestop-injector.io/mode": "sidecar"}));
+    object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 0});
+    let job = mutate_with(Endpoint::MutateAuto, &Config::default(), object);
+    assert!(
+        job.warnings().contains("no cleanup sidecar"),
+        "{}",
+        job.warnings()
+    );
+    let pod = pod_of(&job.patched["spec"]["template"], JOB_OWNER);
+    for endpoint in ENDPOINTS {
+        assert_eq!(
+            decide_create(&pod, endpoint),
+            Decision::default(),
+            "{endpoint:?}"
+        );
+    }
+}

@@ -221,6 +221,11 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             None => {}
         }
     }
+    if derived && operations.is_empty() {
+        // Said once, to whoever applied the workload; a controller only logs them, for
+        // every pod it creates.
+        warnings.clear();
+    }
     finish(operations, warnings)
 }
 
