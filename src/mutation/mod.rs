@@ -9,6 +9,11 @@
 //! - Idempotent: deciding again on the patched object yields no patch (our own hooks are
 //!   recognised and rebuilt, never wrapped twice).
 //! - Never patches DELETE, CONNECT, sub-resources or kinds outside SPEC §1.
+//! - What a controller creates from a template (Pods, a Deployment's ReplicaSets, a
+//!   CronJob's Jobs) is decided from the settings recorded on that template, never
+//!   re-decided from what it carries; unrecorded, it is left alone (see `record`).
+//! - On `/mutate/auto` without a cleanup annotation, only objects whose pods are the sole
+//!   users of their host directories are cleaned (see `sharing`).
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
 //!   value and the accepted forms.
 
@@ -132,8 +137,9 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
     };
     let kind = workload.kind;
     let derived = record::is_derived(kind, object);
-    // No patch at all, not even a record: a derived object without a record is left
-    // alone anyway (below), and an opted-out Deployment must not roll out for us.
+    // Opted out: no patch, not even a record. What its controller makes from the
+    // template is unrecorded, so it is left alone too (below), and an opted-out
+    // Deployment never rolls out because of us.
     match annotations.opted_out() {
         Err(bad) => return refuse(bad),
         Ok(true) => return Decision::allow(),
@@ -154,8 +160,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
         Some(Recorded::UnknownVersion(version)) => {
             return Decision {
                 warnings: vec![format!(
-                    "{} version {version} is not known to this injector; left unchanged",
-                    settings::SETTINGS
+                    "{SETTINGS} version {version} is not known to this injector; left unchanged"
                 )],
                 ..Decision::allow()
             }
@@ -226,10 +231,6 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
         // every pod it creates.
         warnings.clear();
     }
-    finish(operations, warnings)
-}
-
-fn finish(operations: Vec<PatchOperation>, warnings: Vec<String>) -> Decision {
     let patch = json_patch::Patch(operations);
     Decision {
         patch: (!patch.0.is_empty()).then_some(patch),
