@@ -5,6 +5,9 @@
 //! would empty what the others still use. So on `/mutate/auto` without a `cleanup`
 //! annotation only objects whose pods are the sole users are cleaned; an explicit
 //! annotation proceeds, with a warning per target that has no per-pod directory.
+//!
+//! Known limit: a Job's `parallelism` may be raised after it was created, and Job
+//! UPDATEs are not reviewed (SPEC §1); its pods keep the decision recorded at creation.
 
 use super::pod::app_containers;
 use super::record::controller_of;
