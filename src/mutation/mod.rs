@@ -19,13 +19,13 @@ use json_patch::{AddOperation, PatchOperation};
 use serde_json::Value;
 use settings::{Annotations, BadAnnotation};
 
-pub mod bashism;
 mod existing;
 mod grace;
 pub mod hook;
 pub mod image;
 mod orphan;
 mod pod;
+pub mod portable;
 pub mod script;
 pub mod settings;
 pub mod shell_fix;

@@ -1,0 +1,1166 @@
+//! SPEC §6: is a `bash -c` script proven to mean the same under busybox `ash`, `dash` and
+//! `bash`? Only then may the shell fix run it with `/bin/sh`.
+//!
+//! Contract:
+//! - [`check`] parses the script with a small recursive-descent parser of a POSIX `sh`
+//!   subset and answers `Ok(())` only when every construct, expansion, redirection and
+//!   builtin is on an allow-list of things that behave the same in all three shells,
+//!   including on errors (bash `-c` keeps going where `dash` exits, so a builtin or error
+//!   path that differs is a blocker too). Anything else, or anything the parser does not
+//!   understand, is `Err(what)`: a short phrase ("declare", "[[ ]]", "$RANDOM") for the
+//!   warning. Unknown command names are allowed only as external programs: those are the
+//!   image's binaries whichever shell starts them. Command names from expansions are not.
+//! - [`invocation`] reads bash's own arguments: only `-c SCRIPT` with the flags
+//!   `-e -x -v -f -C -a` (and `-o` with their long names) qualifies; a script file, stdin,
+//!   `-l`, `-s`, `-O`, `-u`, `-o pipefail` or any long option does not.
+//! - The allow-list (see `builtins.rs` for builtins and variables): simple commands,
+//!   pipelines, `&&`/`||`, `!`, `;`/`&`/newlines, `( )`, `{ }`, `if`, `while`, `until`,
+//!   `for NAME [in WORDS]`, `case` with `;;`, `NAME() { … }`; single and double quotes,
+//!   backslash escapes, `$NAME`, `${NAME}`, `${NAME[:]-=+ WORD}`, `${#NAME}`,
+//!   `${NAME%[%]PAT}`, `${NAME#[#]PAT}`, `$(…)` and `` `…` `` (no backslashes),
+//!   `$((…))` with integer operators (no `++`, `**`, `,`, assignments, division by a
+//!   variable), globs `* ? [..]` (not on a leading `.`), `~` at a word start; redirections
+//!   `< > >> >| <& >& n>&m n>&-` with a single-digit fd and here-documents `<<`/`<<-`.
+//! - Limits (kept on purpose, documented in the README): arithmetic on variables assumes
+//!   they hold integers; a quoted expansion as a redirection target is trusted not to name
+//!   `/dev/tcp/…`; glob order assumes the C locale; `BASH_ENV`/`SHELLOPTS` in the
+//!   container's environment are not seen.
+
+mod builtins;
+mod invocation;
+
+pub use invocation::{invocation, Invocation};
+
+/// Why a script is not proven portable: a short phrase for the warning.
+pub type Blocker = String;
+
+type R<T> = Result<T, Blocker>;
+
+fn no<T>(what: impl Into<String>) -> R<T> {
+    Err(what.into())
+}
+
+/// `Ok(())` when `script` is proven to behave the same in busybox `ash`, `dash` and
+/// `bash`. `zero_known`: `$0` was given after the script (`bash -c SCRIPT NAME`), so it
+/// does not change with the shell's path; `errexit`: the shell starts with `-e`.
+pub fn check(script: &str, zero_known: bool, errexit: bool) -> Result<(), Blocker> {
+    let mut parser = Parser::new(script.as_bytes(), zero_known, 0);
+    parser.errexit = errexit;
+    parser.program()?;
+    parser.finish()
+}
+
+/// One word of a simple command after parsing.
+#[derive(Debug, Default)]
+struct Word {
+    /// The value after quote removal, expansions left out.
+    text: Vec<u8>,
+    /// No expansion at all: `text` is the whole value.
+    literal: bool,
+    /// Some part was quoted or escaped.
+    quoted: bool,
+    /// A `$…` or `` `…` `` outside double quotes: subject to splitting and globbing.
+    unquoted_expansion: bool,
+    /// An unquoted `*`, `?` or `[`.
+    glob: bool,
+    /// `NAME=` at its start, unquoted.
+    assign: Option<String>,
+}
+
+impl Word {
+    fn is(&self, text: &str) -> bool {
+        self.literal && self.text == text.as_bytes()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Unquoted,
+    /// Inside double quotes or an unquoted here-document body.
+    Quoted,
+}
+
+struct Heredoc {
+    delimiter: Vec<u8>,
+    strip_tabs: bool,
+    expand: bool,
+}
+
+struct Parser<'a> {
+    s: &'a [u8],
+    i: usize,
+    pending: Vec<Heredoc>,
+    in_heredoc: bool,
+    functions: Vec<Vec<u8>>,
+    /// Command names run with `NAME=value` before them: not allowed for functions.
+    prefixed: Vec<Vec<u8>>,
+    in_function: usize,
+    in_loop: usize,
+    zero_known: bool,
+    errexit: bool,
+    /// A `$(…)` with several commands: bash runs all of them under `set -e`, dash stops.
+    multi_subst: bool,
+    depth: usize,
+}
+
+/// Deeper nesting than this is refused rather than risking the stack.
+const MAX_DEPTH: usize = 40;
+
+const RESERVED: &[&[u8]] = &[
+    b"if", b"then", b"else", b"elif", b"fi", b"do", b"done", b"case", b"esac", b"while", b"until",
+    b"for", b"in", b"{", b"}", b"!",
+];
+
+fn is_name_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_'
+}
+
+fn is_name_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+fn is_identifier(text: &[u8]) -> bool {
+    text.first().is_some_and(|&c| is_name_start(c)) && text.iter().all(|&c| is_name_char(c))
+}
+
+fn is_meta(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'
+    )
+}
+
+impl<'a> Parser<'a> {
+    fn new(s: &'a [u8], zero_known: bool, depth: usize) -> Parser<'a> {
+        Parser {
+            s,
+            i: 0,
+            pending: Vec::new(),
+            in_heredoc: false,
+            functions: Vec::new(),
+            prefixed: Vec::new(),
+            in_function: 0,
+            in_loop: 0,
+            zero_known,
+            errexit: false,
+            multi_subst: false,
+            depth,
+        }
+    }
+
+    fn finish(&self) -> R<()> {
+        if let Some(name) = self.prefixed.iter().find(|n| self.functions.contains(n)) {
+            return no(format!(
+                "an assignment before function {}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        if self.errexit && self.multi_subst {
+            return no("set -e with several commands in $(...)");
+        }
+        Ok(())
+    }
+
+    /// Parses `text` (a `` `…` `` body or a trap action) as a script of its own and merges
+    /// what the whole-script checks need.
+    fn nested(&mut self, text: &[u8]) -> R<usize> {
+        if self.depth >= MAX_DEPTH {
+            return no("deep nesting");
+        }
+        let mut inner = Parser::new(text, self.zero_known, self.depth + 1);
+        inner.errexit = self.errexit;
+        let count = inner.list(&[], false, true)?;
+        if inner.i < inner.s.len() {
+            return no("syntax the parser does not know");
+        }
+        self.errexit |= inner.errexit;
+        self.multi_subst |= inner.multi_subst;
+        self.prefixed.append(&mut inner.prefixed);
+        self.functions.append(&mut inner.functions);
+        Ok(count)
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.s.get(self.i).copied()
+    }
+
+    fn peek_at(&self, offset: usize) -> Option<u8> {
+        self.s.get(self.i + offset).copied()
+    }
+
+    fn starts(&self, text: &[u8]) -> bool {
+        self.s[self.i..].starts_with(text)
+    }
+
+    /// The unquoted word at the cursor as raw bytes (for reserved words), not consumed.
+    fn raw_word(&self) -> &'a [u8] {
+        let rest = &self.s[self.i..];
+        let end = rest.iter().position(|&c| is_meta(c)).unwrap_or(rest.len());
+        &rest[..end]
+    }
+
+    fn at_reserved(&self, words: &[&[u8]]) -> bool {
+        let raw = self.raw_word();
+        words.contains(&raw)
+    }
+
+    fn expect(&mut self, word: &[u8]) -> R<()> {
+        self.blank();
+        if self.raw_word() != word {
+            return no(format!(
+                "syntax the parser does not know (wanted {})",
+                String::from_utf8_lossy(word)
+            ));
+        }
+        self.i += word.len();
+        Ok(())
+    }
+
+    /// Spaces, tabs, line continuations and a comment up to (not including) the newline.
+    fn blank(&mut self) {
+        loop {
+            match self.peek() {
+                Some(b' ' | b'\t' | b'\r') => self.i += 1,
+                Some(b'\\') if self.peek_at(1) == Some(b'\n') => self.i += 2,
+                Some(b'#') => {
+                    while self.peek().is_some_and(|c| c != b'\n') {
+                        self.i += 1;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Blanks and newlines (reading pending here-documents after each newline).
+    fn linebreak(&mut self) -> R<()> {
+        loop {
+            self.blank();
+            if self.peek() == Some(b'\n') {
+                self.newline()?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn newline(&mut self) -> R<()> {
+        self.i += 1;
+        let pending = std::mem::take(&mut self.pending);
+        for heredoc in &pending {
+            self.heredoc_body(heredoc)?;
+        }
+        Ok(())
+    }
+
+    fn program(&mut self) -> R<()> {
+        self.list(&[], false, true)?;
+        if self.i < self.s.len() {
+            return no("syntax the parser does not know");
+        }
+        if !self.pending.is_empty() {
+            return no("a here-document without its end line");
+        }
+        Ok(())
+    }
+
+    /// A list of and-or lists up to EOF, one of `ends` (reserved words), `)` when
+    /// `paren`, or `;;`. Returns how many and-or lists it held.
+    fn list(&mut self, ends: &[&[u8]], paren: bool, allow_empty: bool) -> R<usize> {
+        let mut count = 0;
+        loop {
+            self.linebreak()?;
+            match self.peek() {
+                None => break,
+                Some(b')') if paren => break,
+                Some(b';') if self.peek_at(1) == Some(b';') => break,
+                _ => {}
+            }
+            if self.at_reserved(ends) {
+                break;
+            }
+            self.and_or()?;
+            count += 1;
+            self.blank();
+            match self.peek() {
+                Some(b';') if self.peek_at(1) == Some(b';') => {}
+                Some(b';') if self.peek_at(1) == Some(b'&') => return no(";& in case"),
+                Some(b';') => self.i += 1,
+                Some(b'&') if self.peek_at(1) == Some(b'>') => return no("&>"),
+                Some(b'&') => self.i += 1,
+                Some(b'\n') | None => {}
+                Some(b')') if paren => {}
+                _ => return no("syntax the parser does not know"),
+            }
+        }
+        if count == 0 && !allow_empty {
+            return no("an empty command list");
+        }
+        Ok(count)
+    }
+
+    fn and_or(&mut self) -> R<()> {
+        self.pipeline()?;
+        loop {
+            self.blank();
+            if self.starts(b"&&") || self.starts(b"||") {
+                self.i += 2;
+                self.linebreak()?;
+                self.pipeline()?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn pipeline(&mut self) -> R<()> {
+        self.blank();
+        if self.raw_word() == b"!" {
+            self.i += 1;
+        }
+        self.command()?;
+        loop {
+            self.blank();
+            if self.peek() == Some(b'|') && self.peek_at(1) != Some(b'|') {
+                if self.peek_at(1) == Some(b'&') {
+                    return no("|&");
+                }
+                self.i += 1;
+                self.linebreak()?;
+                self.command()?;
+            } else {
+                return Ok(());
+            }
+        }
+    }
+
+    fn command(&mut self) -> R<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return no("deep nesting");
+        }
+        let result = self.command_inner();
+        self.depth -= 1;
+        result
+    }
+
+    fn command_inner(&mut self) -> R<()> {
+        self.blank();
+        let raw = self.raw_word();
+        match raw {
+            b"if" => self.if_clause()?,
+            b"while" | b"until" => self.loop_clause(raw.len())?,
+            b"for" => self.for_clause()?,
+            b"case" => self.case_clause()?,
+            b"{" => {
+                self.i += 1;
+                self.list(&[b"}"], false, false)?;
+                self.expect(b"}")?;
+            }
+            b"[[" | b"]]" => return no("[[ ]]"),
+            b"function" => return no("the function keyword"),
+            b"select" | b"coproc" | b"time" => return no(String::from_utf8_lossy(raw).into_owned()),
+            _ if RESERVED.contains(&raw) => return no("syntax the parser does not know"),
+            _ => {
+                if self.peek() == Some(b'(') {
+                    if self.peek_at(1) == Some(b'(') {
+                        return no("(( ))");
+                    }
+                    self.i += 1;
+                    self.list(&[], true, false)?;
+                    if self.peek() != Some(b')') {
+                        return no("syntax the parser does not know");
+                    }
+                    self.i += 1;
+                } else if self.function_definition()? {
+                    return Ok(());
+                } else {
+                    return self.simple_command();
+                }
+            }
+        }
+        self.trailing_redirections()
+    }
+
+    fn trailing_redirections(&mut self) -> R<()> {
+        loop {
+            self.blank();
+            if !self.redirection()? {
+                return Ok(());
+            }
+        }
+    }
+
+    fn if_clause(&mut self) -> R<()> {
+        self.i += 2;
+        self.list(&[b"then"], false, false)?;
+        self.expect(b"then")?;
+        self.list(&[b"elif", b"else", b"fi"], false, false)?;
+        loop {
+            self.blank();
+            match self.raw_word() {
+                b"elif" => {
+                    self.i += 4;
+                    self.list(&[b"then"], false, false)?;
+                    self.expect(b"then")?;
+                    self.list(&[b"elif", b"else", b"fi"], false, false)?;
+                }
+                b"else" => {
+                    self.i += 4;
+                    self.list(&[b"fi"], false, false)?;
+                    return self.expect(b"fi");
+                }
+                _ => return self.expect(b"fi"),
+            }
+        }
+    }
+
+    fn loop_clause(&mut self, keyword: usize) -> R<()> {
+        self.i += keyword;
+        self.list(&[b"do"], false, false)?;
+        self.expect(b"do")?;
+        self.loop_body()
+    }
+
+    fn loop_body(&mut self) -> R<()> {
+        self.in_loop += 1;
+        let body = self.list(&[b"done"], false, false);
+        self.in_loop -= 1;
+        body?;
+        self.expect(b"done")
+    }
+
+    fn for_clause(&mut self) -> R<()> {
+        self.i += 3;
+        self.blank();
+        if self.starts(b"((") {
+            return no("for ((...))");
+        }
+        let name = self.raw_word();
+        if !is_identifier(name) {
+            return no("syntax the parser does not know");
+        }
+        builtins::check_assigned(name)?;
+        self.i += name.len();
+        self.blank();
+        if self.raw_word() == b"in" {
+            self.i += 2;
+            loop {
+                self.blank();
+                match self.peek() {
+                    Some(b';') if self.peek_at(1) != Some(b';') => {
+                        self.i += 1;
+                        break;
+                    }
+                    Some(b'\n') => break,
+                    Some(c) if !is_meta(c) => {
+                        self.word()?;
+                    }
+                    _ => return no("syntax the parser does not know"),
+                }
+            }
+        } else if self.peek() == Some(b';') && self.peek_at(1) != Some(b';') {
+            self.i += 1;
+        }
+        self.linebreak()?;
+        self.expect(b"do")?;
+        self.loop_body()
+    }
+
+    fn case_clause(&mut self) -> R<()> {
+        self.i += 4;
+        self.blank();
+        self.word()?;
+        self.linebreak()?;
+        self.expect(b"in")?;
+        loop {
+            self.linebreak()?;
+            if self.raw_word() == b"esac" {
+                self.i += 4;
+                return Ok(());
+            }
+            if self.peek() == Some(b'(') {
+                self.i += 1;
+            }
+            loop {
+                self.blank();
+                match self.peek() {
+                    Some(c) if !is_meta(c) => {
+                        self.word()?;
+                    }
+                    _ => return no("syntax the parser does not know"),
+                }
+                self.blank();
+                match self.peek() {
+                    Some(b'|') => self.i += 1,
+                    Some(b')') => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return no("syntax the parser does not know"),
+                }
+            }
+            self.list(&[b"esac"], false, true)?;
+            self.blank();
+            if self.starts(b";;&") || self.starts(b";&") {
+                return no(";& in case");
+            }
+            if self.starts(b";;") {
+                self.i += 2;
+            } else if self.raw_word() != b"esac" {
+                return no("syntax the parser does not know");
+            }
+        }
+    }
+
+    /// `NAME() compound` at the cursor; `false` (nothing consumed) when it is not one.
+    fn function_definition(&mut self) -> R<bool> {
+        let rest = &self.s[self.i..];
+        let name_len = rest.iter().take_while(|&&c| is_name_char(c)).count();
+        let name = &rest[..name_len];
+        let mut j = name_len;
+        while matches!(rest.get(j), Some(b' ' | b'\t')) {
+            j += 1;
+        }
+        if name_len == 0 || rest.get(j) != Some(&b'(') {
+            return Ok(false);
+        }
+        if !is_identifier(name) {
+            return no("syntax the parser does not know");
+        }
+        j += 1;
+        while matches!(rest.get(j), Some(b' ' | b'\t')) {
+            j += 1;
+        }
+        if rest.get(j) != Some(&b')') {
+            return no("syntax the parser does not know");
+        }
+        if builtins::is_builtin(name) {
+            return no(format!(
+                "a function named {}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        self.functions.push(name.to_vec());
+        self.i += j + 1;
+        self.linebreak()?;
+        let outer_loop = std::mem::replace(&mut self.in_loop, 0);
+        self.in_function += 1;
+        let body = match (self.raw_word(), self.peek()) {
+            (b"{", _) | (_, Some(b'(')) => self.command(),
+            _ => no("a function body that is not { } or ( )"),
+        };
+        self.in_function -= 1;
+        self.in_loop = outer_loop;
+        body?;
+        Ok(true)
+    }
+
+    fn simple_command(&mut self) -> R<()> {
+        let mut name: Option<Word> = None;
+        let mut args = Vec::new();
+        let mut assignments = 0;
+        let mut redirections = 0;
+        loop {
+            self.blank();
+            match self.peek() {
+                None | Some(b'\n' | b';' | b'&' | b'|' | b')') => break,
+                Some(b'(') => return no("syntax the parser does not know"),
+                _ => {}
+            }
+            if self.redirection()? {
+                redirections += 1;
+                continue;
+            }
+            let start = self.i;
+            let word = self.word()?;
+            if matches!(self.peek(), Some(b'<' | b'>')) {
+                let raw = &self.s[start..self.i];
+                if raw.len() > 1 && raw.iter().all(u8::is_ascii_digit) {
+                    return no("fd numbers above 9");
+                }
+                if raw.first() == Some(&b'{') && raw.last() == Some(&b'}') {
+                    return no("{fd} redirections");
+                }
+            }
+            if name.is_none() {
+                if let Some(var) = &word.assign {
+                    builtins::check_assigned(var.as_bytes())?;
+                    if self.peek() == Some(b'(') {
+                        return no("arrays");
+                    }
+                    assignments += 1;
+                    continue;
+                }
+                name = Some(word);
+            } else {
+                args.push(word);
+            }
+        }
+        let Some(name) = name else {
+            return Ok(());
+        };
+        if !name.literal {
+            return no("a command name from an expansion");
+        }
+        let kind = builtins::check_command(self, &name.text, &args)?;
+        match kind {
+            builtins::Kind::External => {
+                if assignments > 0 {
+                    self.prefixed.push(name.text.clone());
+                }
+            }
+            builtins::Kind::Regular => {}
+            builtins::Kind::Special => {
+                if assignments > 0 || redirections > 0 {
+                    return no(format!(
+                        "a redirection or assignment on {}",
+                        String::from_utf8_lossy(&name.text)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A redirection at the cursor, consumed; `false` when there is none.
+    fn redirection(&mut self) -> R<bool> {
+        let mut j = self.i;
+        if self.peek().is_some_and(|c| c.is_ascii_digit())
+            && matches!(self.peek_at(1), Some(b'<' | b'>'))
+        {
+            j += 1;
+        }
+        let rest = &self.s[j..];
+        let (op, len): (&[u8], usize) = if rest.starts_with(b"<<<") {
+            return no("<<< here-strings");
+        } else if rest.starts_with(b"<(") || rest.starts_with(b">(") {
+            return no("process substitution");
+        } else if rest.starts_with(b"<>") {
+            return no("<>");
+        } else if rest.starts_with(b">&") && j == self.i && !self.fd_follows(j + 2) {
+            return no(">&file");
+        } else if rest.starts_with(b"<<-") {
+            (b"<<-", 3)
+        } else {
+            match rest {
+                [b'<', b'<', ..] => (b"<<", 2),
+                [b'>', b'>', ..] => (b">>", 2),
+                [b'>', b'|', ..] => (b">|", 2),
+                [b'<', b'&', ..] => (b"<&", 2),
+                [b'>', b'&', ..] => (b">&", 2),
+                [b'<', ..] => (b"<", 1),
+                [b'>', ..] => (b">", 1),
+                _ => return Ok(false),
+            }
+        };
+        self.i = j + len;
+        self.blank();
+        if self.peek().is_none_or(is_meta) {
+            return no("syntax the parser does not know");
+        }
+        let target = self.word()?;
+        match op {
+            b"<<" | b"<<-" => {
+                if !target.literal || target.text.is_empty() {
+                    return no("a here-document delimiter with $");
+                }
+                if self.in_heredoc {
+                    return no("a here-document inside a here-document");
+                }
+                self.pending.push(Heredoc {
+                    delimiter: target.text,
+                    strip_tabs: op == b"<<-",
+                    expand: !target.quoted,
+                });
+            }
+            b"<&" | b">&" => {
+                let ok = target.literal
+                    && (target.text == b"-"
+                        || (target.text.len() == 1 && target.text[0].is_ascii_digit()));
+                if !ok {
+                    return no(">&file");
+                }
+            }
+            _ => {
+                if target.unquoted_expansion {
+                    return no("an unquoted $ in a redirection target");
+                }
+                if target.glob {
+                    return no("a glob in a redirection target");
+                }
+                if target.text.starts_with(b"/dev/tcp/") || target.text.starts_with(b"/dev/udp/") {
+                    return no("/dev/tcp redirections");
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// `>&` followed by a single digit or `-` and then a word end: fd duplication.
+    fn fd_follows(&self, at: usize) -> bool {
+        let mut k = at;
+        while matches!(self.s.get(k), Some(b' ' | b'\t')) {
+            k += 1;
+        }
+        match self.s.get(k) {
+            Some(c) if c.is_ascii_digit() || *c == b'-' => {
+                self.s.get(k + 1).is_none_or(|&c| is_meta(c))
+            }
+            _ => false,
+        }
+    }
+
+    fn heredoc_body(&mut self, heredoc: &Heredoc) -> R<()> {
+        self.in_heredoc = true;
+        let result = self.heredoc_lines(heredoc);
+        self.in_heredoc = false;
+        result
+    }
+
+    fn heredoc_lines(&mut self, heredoc: &Heredoc) -> R<()> {
+        loop {
+            if self.i >= self.s.len() {
+                return no("a here-document without its end line");
+            }
+            let mut start = self.i;
+            if heredoc.strip_tabs {
+                while self.s.get(start) == Some(&b'\t') {
+                    start += 1;
+                }
+            }
+            let end = self.s[start..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(self.s.len(), |p| start + p);
+            if self.s[start..end] == heredoc.delimiter[..] {
+                self.i = (end + 1).min(self.s.len());
+                return Ok(());
+            }
+            if !heredoc.expand {
+                self.i = end + 1;
+                continue;
+            }
+            self.i = start;
+            let mut sink = Word::default();
+            loop {
+                match self.peek() {
+                    None => break,
+                    Some(b'\n') => {
+                        self.i += 1;
+                        break;
+                    }
+                    Some(b'\\') => match self.peek_at(1) {
+                        Some(b'\n') | None => return no("a backslash at a here-document line end"),
+                        _ => self.i += 2,
+                    },
+                    Some(b'$') => self.dollar(&mut sink, Ctx::Quoted)?,
+                    Some(b'`') => self.backquote(&mut sink, Ctx::Quoted)?,
+                    Some(_) => self.i += 1,
+                }
+            }
+        }
+    }
+
+    /// One shell word at the cursor (up to an unquoted metacharacter).
+    fn word(&mut self) -> R<Word> {
+        let start = self.i;
+        let mut word = Word {
+            literal: true,
+            ..Word::default()
+        };
+        let mut braces = 0usize;
+        // A path segment that starts with `.`: a glob in it matches `.`/`..` in dash only.
+        let mut segment_dot = false;
+        let mut segment_start = true;
+        while let Some(c) = self.peek() {
+            if is_meta(c) {
+                break;
+            }
+            let at_segment_start = segment_start;
+            segment_start = false;
+            match c {
+                b'\\' => match self.peek_at(1) {
+                    Some(b'\n') => self.i += 2,
+                    Some(next) => {
+                        word.text.push(next);
+                        word.quoted = true;
+                        self.i += 2;
+                    }
+                    None => return no("a backslash at the end"),
+                },
+                b'\'' => {
+                    let Some(len) = self.s[self.i + 1..].iter().position(|&c| c == b'\'') else {
+                        return no("an unterminated quote");
+                    };
+                    word.text
+                        .extend_from_slice(&self.s[self.i + 1..self.i + 1 + len]);
+                    word.quoted = true;
+                    self.i += len + 2;
+                }
+                b'"' => self.double_quoted(&mut word)?,
+                b'$' => self.dollar(&mut word, Ctx::Unquoted)?,
+                b'`' => self.backquote(&mut word, Ctx::Unquoted)?,
+                b'{' => {
+                    braces += 1;
+                    word.text.push(c);
+                    self.i += 1;
+                }
+                b'}' => {
+                    braces = braces.saturating_sub(1);
+                    word.text.push(c);
+                    self.i += 1;
+                }
+                b',' if braces > 0 => return no("brace expansion {a,b}"),
+                b'.' if braces > 0 && self.peek_at(1) == Some(b'.') => {
+                    return no("brace expansion {a..b}")
+                }
+                b'~' if self.i != start => return no("~ inside a word"),
+                b'*' | b'?' | b'[' => {
+                    if c == b'[' && matches!(self.peek_at(1), Some(b'^')) {
+                        return no("[^...] globs");
+                    }
+                    if segment_dot {
+                        return no("globs on a leading . (dash matches . and ..)");
+                    }
+                    word.glob = true;
+                    word.text.push(c);
+                    self.i += 1;
+                }
+                _ => {
+                    if c == b'/' {
+                        segment_start = true;
+                        segment_dot = false;
+                    } else if at_segment_start && c == b'.' {
+                        segment_dot = true;
+                    }
+                    word.text.push(c);
+                    self.i += 1;
+                }
+            }
+        }
+        let raw = &self.s[start..self.i];
+        let name_len = raw.iter().take_while(|&&c| is_name_char(c)).count();
+        if name_len > 0 && is_name_start(raw[0]) {
+            match raw.get(name_len) {
+                Some(b'=') => {
+                    word.assign = Some(String::from_utf8_lossy(&raw[..name_len]).into_owned())
+                }
+                Some(b'+') if raw.get(name_len + 1) == Some(&b'=') => return no("+= assignments"),
+                Some(b'[') if raw.contains(&b'=') => return no("arrays"),
+                _ => {}
+            }
+        }
+        Ok(word)
+    }
+
+    fn double_quoted(&mut self, word: &mut Word) -> R<()> {
+        word.quoted = true;
+        self.i += 1;
+        loop {
+            match self.peek() {
+                None => return no("an unterminated quote"),
+                Some(b'"') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => match self.peek_at(1) {
+                    Some(b'\n') => self.i += 2,
+                    Some(next @ (b'$' | b'`' | b'"' | b'\\')) => {
+                        word.text.push(next);
+                        self.i += 2;
+                    }
+                    Some(next) => {
+                        word.text.extend_from_slice(&[b'\\', next]);
+                        self.i += 2;
+                    }
+                    None => return no("an unterminated quote"),
+                },
+                Some(b'$') => self.dollar(word, Ctx::Quoted)?,
+                Some(b'`') => self.backquote(word, Ctx::Quoted)?,
+                Some(c) => {
+                    word.text.push(c);
+                    self.i += 1;
+                }
+            }
+        }
+    }
+
+    fn expanded(&self, word: &mut Word, ctx: Ctx) {
+        word.literal = false;
+        if ctx == Ctx::Unquoted {
+            word.unquoted_expansion = true;
+        }
+    }
+
+    /// `$…` at the cursor.
+    fn dollar(&mut self, word: &mut Word, ctx: Ctx) -> R<()> {
+        let next = self.peek_at(1);
+        match next {
+            Some(b'(') if self.peek_at(2) == Some(b'(') => {
+                self.i += 3;
+                self.arithmetic()?;
+            }
+            Some(b'(') => {
+                self.i += 2;
+                let count = self.list(&[], true, true)?;
+                if self.peek() != Some(b')') {
+                    return no("syntax the parser does not know");
+                }
+                self.i += 1;
+                if count > 1 {
+                    self.multi_subst = true;
+                }
+            }
+            Some(b'{') => {
+                self.i += 2;
+                self.parameter(ctx)?;
+            }
+            Some(b'\'') if ctx == Ctx::Unquoted => return no("$'...' strings"),
+            Some(b'"') if ctx == Ctx::Unquoted => return no("$\"...\" strings"),
+            Some(c) if is_name_start(c) => {
+                let len = self.s[self.i + 1..]
+                    .iter()
+                    .take_while(|&&c| is_name_char(c))
+                    .count();
+                builtins::check_read(&self.s[self.i + 1..self.i + 1 + len])?;
+                self.i += 1 + len;
+            }
+            Some(b'0') if !self.zero_known => return no("$0"),
+            Some(c)
+                if c.is_ascii_digit() || matches!(c, b'?' | b'$' | b'!' | b'#' | b'@' | b'*') =>
+            {
+                self.i += 2;
+            }
+            Some(b'-') => return no("$-"),
+            _ => {
+                // A lone `$` is literal in every shell.
+                word.text.push(b'$');
+                self.i += 1;
+                return Ok(());
+            }
+        }
+        self.expanded(word, ctx);
+        Ok(())
+    }
+
+    /// After `${`: a plain parameter, `#NAME`, or NAME with a POSIX operator and word.
+    fn parameter(&mut self, ctx: Ctx) -> R<()> {
+        if self.peek() == Some(b'!') {
+            return no("${!var}");
+        }
+        let length = self.peek() == Some(b'#') && self.peek_at(1) != Some(b'}');
+        if length {
+            self.i += 1;
+        }
+        let rest = &self.s[self.i..];
+        let name_len = match rest.first() {
+            Some(&c) if is_name_start(c) => rest.iter().take_while(|&&c| is_name_char(c)).count(),
+            Some(c) if c.is_ascii_digit() => rest.iter().take_while(|c| c.is_ascii_digit()).count(),
+            Some(b'?' | b'$' | b'!' | b'#' | b'@' | b'*') => 1,
+            Some(b'-') => return no("$-"),
+            _ => return no("syntax the parser does not know"),
+        };
+        let name = &rest[..name_len];
+        if name == b"0" && !self.zero_known {
+            return no("$0");
+        }
+        if is_name_start(name[0]) {
+            builtins::check_read(name)?;
+        }
+        self.i += name_len;
+        let op = self.peek();
+        match op {
+            Some(b'}') => {
+                self.i += 1;
+                return Ok(());
+            }
+            Some(b'[') => return no("arrays"),
+            _ if length => return no("syntax the parser does not know"),
+            Some(b':') => match self.peek_at(1) {
+                Some(b'-' | b'=' | b'+') => self.i += 2,
+                Some(b'?') => return no("${var:?} (exit codes differ)"),
+                _ => return no("${var:offset}"),
+            },
+            Some(b'-' | b'=' | b'+' | b'%' | b'#') => {
+                self.i += 1;
+                if matches!(op, Some(b'%' | b'#')) && self.peek() == op {
+                    self.i += 1;
+                }
+            }
+            Some(b'?') => return no("${var?} (exit codes differ)"),
+            Some(b'/') => return no("${var/pat/rep}"),
+            Some(b'^' | b',') => return no("${var^^}"),
+            Some(b'@') => return no("${var@...}"),
+            _ => return no("syntax the parser does not know"),
+        }
+        let assigns = self.s[..self.i].ends_with(b"=");
+        if assigns {
+            if !is_name_start(name[0]) {
+                return no("syntax the parser does not know");
+            }
+            builtins::check_assigned(name)?;
+        }
+        let mut inner = Word::default();
+        loop {
+            match self.peek() {
+                None => return no("syntax the parser does not know"),
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(());
+                }
+                Some(b'{') => return no("{ inside ${...}"),
+                Some(b'\\' | b'\'' | b'"') if ctx == Ctx::Quoted => {
+                    return no("quotes inside \"${...}\"")
+                }
+                Some(b'\\') => {
+                    if self.peek_at(1).is_none() {
+                        return no("syntax the parser does not know");
+                    }
+                    self.i += 2;
+                }
+                Some(b'\'') => {
+                    let Some(len) = self.s[self.i + 1..].iter().position(|&c| c == b'\'') else {
+                        return no("an unterminated quote");
+                    };
+                    self.i += len + 2;
+                }
+                Some(b'"') => self.double_quoted(&mut inner)?,
+                Some(b'$') => self.dollar(&mut inner, ctx)?,
+                Some(b'`') => self.backquote(&mut inner, ctx)?,
+                Some(b'~') => return no("~ inside ${...}"),
+                Some(_) => self.i += 1,
+            }
+        }
+    }
+
+    /// After `$((`: integer arithmetic up to `))`.
+    fn arithmetic(&mut self) -> R<()> {
+        let mut depth = 0usize;
+        loop {
+            let Some(c) = self.peek() else {
+                return no("syntax the parser does not know");
+            };
+            let rest = &self.s[self.i..];
+            match c {
+                b' ' | b'\t' | b'\n' => self.i += 1,
+                b'(' => {
+                    depth += 1;
+                    self.i += 1;
+                }
+                b')' if depth > 0 => {
+                    depth -= 1;
+                    self.i += 1;
+                }
+                b')' if rest.starts_with(b"))") => {
+                    self.i += 2;
+                    return Ok(());
+                }
+                b')' => return no("syntax the parser does not know"),
+                b'0'..=b'9' => {
+                    let len = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+                    if len > 1 && c == b'0' {
+                        return no("octal numbers in $((...))");
+                    }
+                    if rest.get(len).is_some_and(|&c| is_name_char(c) || c == b'#') {
+                        return no("based numbers in $((...))");
+                    }
+                    self.i += len;
+                }
+                _ if is_name_start(c) => {
+                    let len = rest.iter().take_while(|&&c| is_name_char(c)).count();
+                    builtins::check_read(&rest[..len])?;
+                    self.i += len;
+                }
+                b'$' => {
+                    let mut sink = Word::default();
+                    match self.peek_at(1) {
+                        Some(b'{') => {
+                            self.i += 2;
+                            self.parameter(Ctx::Quoted)?;
+                        }
+                        Some(c) if is_name_start(c) || c.is_ascii_digit() || c == b'#' => {
+                            self.dollar(&mut sink, Ctx::Quoted)?
+                        }
+                        _ => return no("$(...) inside $((...))"),
+                    }
+                }
+                _ => {
+                    let two = rest.get(..2).unwrap_or(rest);
+                    const REFUSED: &[&[u8]] = &[
+                        b"<<=", b">>=", b"**", b"++", b"--", b"+=", b"-=", b"*=", b"/=", b"%=",
+                        b"&=", b"|=", b"^=",
+                    ];
+                    if let Some(op) = REFUSED.iter().find(|r| rest.starts_with(r)) {
+                        return no(format!("{} in $((...))", String::from_utf8_lossy(op)));
+                    }
+                    if matches!(
+                        two,
+                        b"==" | b"!=" | b"<=" | b">=" | b"<<" | b">>" | b"&&" | b"||"
+                    ) {
+                        self.i += 2;
+                    } else if matches!(c, b'/' | b'%') {
+                        self.i += 1;
+                        self.nonzero_literal()?;
+                    } else if matches!(
+                        c,
+                        b'+' | b'-'
+                            | b'*'
+                            | b'<'
+                            | b'>'
+                            | b'&'
+                            | b'|'
+                            | b'^'
+                            | b'!'
+                            | b'~'
+                            | b'?'
+                            | b':'
+                    ) {
+                        self.i += 1;
+                    } else if c == b'=' {
+                        return no("assignments in $((...))");
+                    } else {
+                        return no(format!("{} in $((...))", char::from(c)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// After `/` or `%` in arithmetic: a nonzero integer, so no division by zero error
+    /// (bash, dash and busybox exit with different codes).
+    fn nonzero_literal(&mut self) -> R<()> {
+        while matches!(self.peek(), Some(b' ' | b'\t')) {
+            self.i += 1;
+        }
+        let rest = &self.s[self.i..];
+        let len = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+        if len == 0 || rest[0] == b'0' {
+            return no("division by a variable in $((...))");
+        }
+        Ok(())
+    }
+
+    /// `` `…` `` at the cursor: its body has no backslashes (their rules differ) and is
+    /// parsed as a script.
+    fn backquote(&mut self, word: &mut Word, ctx: Ctx) -> R<()> {
+        let rest = &self.s[self.i + 1..];
+        let Some(len) = rest.iter().position(|&c| c == b'`') else {
+            return no("an unterminated `");
+        };
+        let body = &rest[..len];
+        if body.contains(&b'\\') {
+            return no("backslashes inside `...`");
+        }
+        if self.nested(body)? > 1 {
+            self.multi_subst = true;
+        }
+        self.i += len + 2;
+        self.expanded(word, ctx);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "portable/tests.rs"]
+mod tests;
