@@ -242,6 +242,9 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             if !format.literal {
                 return no("printf with a non-literal format");
             }
+            if literal_starts_dash(format) {
+                return no("printf options");
+            }
             printf_format(&format.text)?;
             regular
         }

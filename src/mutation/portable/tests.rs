@@ -129,7 +129,10 @@ fn blocked() {
         ("alias ll='ls -l'", "alias"),
         ("eval \"$cmd\"", "eval"),
         ("x=declare; $x -r W", "a command name from an expansion"),
-        ("$(echo true)x=1 2>/dev/null || true", "a command name from an expansion"),
+        (
+            "$(echo true)x=1 2>/dev/null || true",
+            "a command name from an expansion",
+        ),
         ("rm -rf /data/.*", "leading ."),
         ("time sleep 1", "time"),
         ("echo $((2 ** 3))", "**"),

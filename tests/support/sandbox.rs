@@ -1,0 +1,232 @@
+//! A sandbox for running untrusted (destructive) shell scripts: a user + mount + pid
+//! namespace (`unshare`), a fresh tmpfs as the root, `/usr` (and `/bin`, `/lib*` as on the
+//! host) bind-mounted read-only, `/dev/null`, a busybox applet directory `/bb` as the only
+//! PATH, and four writable directories (`/scratch`, `/data`, `/tmp`, `/work`, the cwd)
+//! bind-mounted from a per-run directory on the host that the caller fills and inspects.
+//! The root tmpfs is remounted read-only and the script runs `chroot`ed into it, so the
+//! host's files outside the per-run directory are not even reachable; the pid namespace
+//! takes background processes down with the run.
+//!
+//! Every step of the setup runs under `set -e`: if any mount fails the script never
+//! runs. [`Sandbox::verify`] proves the protection before anything destructive is run.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Applets of a busybox image that corpus scripts call.
+const APPLETS: &[&str] = &[
+    "sh", "rm", "rmdir", "mkdir", "touch", "cat", "ls", "find", "sleep", "echo", "printf", "test",
+    "[", "true", "false", "mv", "cp", "ln", "wc", "head", "tail", "sort", "uniq", "grep", "sed",
+    "awk", "cut", "tr", "basename", "dirname", "xargs", "tee", "chmod", "du", "env", "kill", "seq",
+    "expr", "readlink", "mktemp", "sync", "tar", "gzip", "od", "stat", "timeout", "yes", "md5sum",
+    "rev", "nl", "diff", "cmp", "truncate", "dd", "split",
+];
+
+/// The writable directories, each a bind mount of `<run>/<name>`.
+pub const WRITABLE: &[&str] = &["scratch", "data", "tmp", "work"];
+
+const SETUP: &str = r#"set -e
+root=$1; run=$2; applets=$3; shift 3
+mount -t tmpfs -o size=32m,mode=755 sandbox "$root"
+cd "$root"
+mkdir usr dev bb scratch data tmp work
+for d in bin lib lib32 lib64 libx32 sbin; do
+  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$d"
+  elif [ -d "/$d" ]; then mkdir "$d"; mount --rbind -o ro "/$d" "$d"; fi
+done
+mount --rbind -o ro /usr usr
+touch dev/null
+mount --bind /dev/null dev/null
+mount --bind -o ro "$applets" bb
+for d in scratch data tmp work; do mount --bind "$run/$d" "$d"; done
+mount -o remount,ro "$root"
+chroot "$root" /usr/bin/env -i -C /work PATH=/bb HOME=/work TARGET=/scratch/work EMPTY= NAME=demo "$@"
+"#;
+
+/// What one run left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Exit code, or `None` when killed (timeout or signal).
+    pub status: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Every path under the writable directories with its type and content.
+    pub tree: Vec<String>,
+}
+
+pub struct Sandbox {
+    /// Holds the applet directory, the mount points and the per-run directories.
+    base: tempfile::TempDir,
+}
+
+impl Sandbox {
+    /// `None` (with a note) when `unshare`, `chroot` or busybox is missing or namespaces
+    /// are not allowed here; callers skip, or fail when `PRESTOP_REQUIRE_SHELLS=1`.
+    pub fn new() -> Option<Sandbox> {
+        let busybox = ["/usr/bin/busybox", "/bin/busybox"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())?;
+        // The chroot sees only /usr: busybox must be reachable there.
+        let busybox = fs::canonicalize(busybox).ok()?;
+        if !busybox.starts_with("/usr") {
+            return None;
+        }
+        let sandbox = Sandbox {
+            base: tempfile::tempdir().ok()?,
+        };
+        // Made once, mounted read-only at /bb in every run; the links resolve in the chroot.
+        let applets = sandbox.base.path().join("bb");
+        fs::create_dir(&applets).ok()?;
+        for applet in APPLETS {
+            std::os::unix::fs::symlink(&busybox, applets.join(applet)).ok()?;
+        }
+        let probe = sandbox.run(0, "/bb/sh", &["-c", "echo ok"], |_| {});
+        (probe.status == Some(0) && probe.stdout == "ok\n").then_some(sandbox)
+    }
+
+    /// Proves the sandbox protects the machine: a script that deletes everything it can
+    /// reach as (namespace) root must fail on `/usr` and leave a canary outside intact,
+    /// while it did empty its own writable directories.
+    pub fn verify(&self) {
+        let canary = self.base.path().join("canary");
+        fs::write(&canary, "alive").expect("write canary");
+        let env = Path::new("/usr/bin/env");
+        assert!(env.is_file());
+        let script = "rm -rf /usr/bin/env; echo env=$?; touch /usr/pwned /pwned; echo touch=$?; \
+                      rm -rf /* 2>/dev/null; ls -A /scratch /data";
+        let outcome = self.run(u32::MAX, "/usr/bin/bash", &["-c", script], |dir: &Path| {
+            fs::write(dir.join("scratch/f"), "x").expect("write");
+            fs::create_dir(dir.join("data/d")).expect("mkdir");
+        });
+        assert!(
+            outcome.stdout.starts_with("env=1\ntouch=1\n"),
+            "the sandbox let a script write to /usr: {outcome:?}"
+        );
+        assert!(
+            env.is_file(),
+            "the sandbox let a script delete /usr/bin/env"
+        );
+        assert!(!Path::new("/usr/pwned").exists() && !Path::new("/pwned").exists());
+        assert_eq!(fs::read_to_string(&canary).ok().as_deref(), Some("alive"));
+        assert_eq!(
+            outcome.tree,
+            ["data/ dir", "scratch/ dir", "tmp/ dir", "work/ dir"],
+            "the script did not run as root inside: {outcome:?}"
+        );
+    }
+
+    /// Runs `shell args…` in a fresh sandbox whose writable directories `fill` prepares;
+    /// `id` names the per-run directory. Killed after 10 s.
+    pub fn run(&self, id: u32, shell: &str, args: &[&str], fill: impl Fn(&Path)) -> Outcome {
+        let run = self
+            .base
+            .path()
+            .join(format!("run-{id}-{}", shell.replace('/', "_")));
+        let root = run.join("root");
+        let files = run.join("files");
+        let _ = fs::remove_dir_all(&run);
+        fs::create_dir_all(&root).expect("mkdir root");
+        for dir in WRITABLE {
+            fs::create_dir_all(files.join(dir)).expect("mkdir");
+        }
+        fill(&files);
+        let stdout = run.join("stdout");
+        let stderr = run.join("stderr");
+        let mut child = Command::new("unshare")
+            .args([
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "/bin/sh",
+                "-c",
+                SETUP,
+                "setup",
+            ])
+            .arg(&root)
+            .arg(&files)
+            .arg(self.base.path().join("bb"))
+            .arg(shell)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&stdout).expect("stdout file"))
+            .stderr(fs::File::create(&stderr).expect("stderr file"))
+            .spawn()
+            .expect("spawn unshare");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status.code();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let read =
+            |p: &Path| String::from_utf8_lossy(&fs::read(p).unwrap_or_default()).into_owned();
+        let outcome = Outcome {
+            status,
+            stdout: read(&stdout),
+            stderr: read(&stderr),
+            tree: tree(&files),
+        };
+        let _ = fs::remove_dir_all(&run);
+        outcome
+    }
+}
+
+/// `path type content` lines for everything under `dir`, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    walk(dir, dir, &mut lines);
+    lines.sort();
+    lines
+}
+
+fn walk(base: &Path, dir: &Path, lines: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = path
+            .strip_prefix(base)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&path).unwrap_or_default();
+            lines.push(format!("{name} -> {}", target.display()));
+        } else if meta.is_dir() {
+            lines.push(format!("{name}/ dir"));
+            walk(base, &path, lines);
+        } else {
+            // Short, but any change in content shows (FNV-1a).
+            let content = fs::read(&path).unwrap_or_default();
+            let hash = content.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            let text = String::from_utf8_lossy(&content);
+            let shown: String = text.chars().take(40).collect();
+            lines.push(format!(
+                "{name} = {shown:?} ({} bytes, #{hash:016x})",
+                content.len()
+            ));
+        }
+    }
+}
