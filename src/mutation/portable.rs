@@ -598,10 +598,16 @@ impl<'a> Parser<'a> {
             }
         }
         let Some(name) = name else {
+            if assignments + redirections == 0 {
+                return no("an empty command");
+            }
             return Ok(());
         };
         if !name.literal {
             return no("a command name from an expansion");
+        }
+        if name.glob && name.text != b"[" {
+            return no("a glob as a command name");
         }
         let kind = builtins::check_command(self, &name.text, &args)?;
         match kind {
@@ -816,6 +822,7 @@ impl<'a> Parser<'a> {
                     return no("brace expansion {a..b}")
                 }
                 b'~' if self.i != start => return no("~ inside a word"),
+                b'~' if matches!(self.peek_at(1), Some(b'+' | b'-')) => return no("~+ and ~-"),
                 b'*' | b'?' | b'[' => {
                     if c == b'[' && matches!(self.peek_at(1), Some(b'^')) {
                         return no("[^...] globs");
@@ -917,6 +924,7 @@ impl<'a> Parser<'a> {
                 self.parameter(ctx)?;
             }
             Some(b'\'') if ctx == Ctx::Unquoted => return no("$'...' strings"),
+            Some(b'[') => return no("$[...] arithmetic"),
             Some(b'"') if ctx == Ctx::Unquoted => return no("$\"...\" strings"),
             Some(c) if is_name_start(c) => {
                 let len = self.s[self.i + 1..]
@@ -962,6 +970,10 @@ impl<'a> Parser<'a> {
             _ => return no("syntax the parser does not know"),
         };
         let name = &rest[..name_len];
+        let special = !(is_name_start(name[0]) || name[0].is_ascii_digit());
+        if special && (length || rest.get(1) != Some(&b'}')) {
+            return no("operators on special parameters");
+        }
         if name == b"0" && !self.zero_known {
             return no("$0");
         }

@@ -399,6 +399,66 @@ mod tests {
         }
     }
 
+    /// One script per construct class that changes meaning (or error behaviour) under
+    /// busybox sh or dash. Today's `main` rewrote every one of them to `/bin/sh`.
+    #[test]
+    fn every_meaning_changing_class_keeps_bash() {
+        let classes = [
+            ("declare", "declare -r W=/scratch/work; rm -rf \"$W\"/*"),
+            ("typeset", "typeset -r W=/scratch/work; rm -rf \"$W\"/*"),
+            ("local", "f() { local -n r=$1; }; f x"),
+            ("shopt", "shopt -s dotglob; rm -rf /data/*"),
+            ("(( ))", "(( n = 1 )) && rm -rf /data/$n"),
+            ("[[ ]]", "[[ -v DIR ]] || DIR=; rm -rf $DIR/*"),
+            ("$UID", "rm -rf /tmp/$UID/*"),
+            ("$EUID", "[ $EUID = 0 ] && rm -rf /data/*"),
+            ("$BASH_VERSION", "[ -n \"$BASH_VERSION\" ] || exit"),
+            ("$RANDOM", "sleep $RANDOM"),
+            ("read -a", "read -a dirs < /list"),
+            ("set -o pipefail", "set -o pipefail; a | b"),
+            ("set -u", "set -u; rm -rf \"$D\"/*"),
+            ("source", "source /env; rm -rf \"$D\"/*"),
+            ("brace expansion {a,b}", "rm -rf /data/{a,b}"),
+            ("$'...'", "rm -rf $'/data/a\\tb'"),
+            ("${var:offset}", "rm -rf \"${D:0:5}\""),
+            ("${var/pat/rep}", "rm -rf \"${D/x/}\""),
+            ("&>", "rm -rf /data/* &> /dev/null"),
+            ("trap on EXIT", "trap 'rm -rf /data/*' EXIT; sleep 60"),
+            ("trap on ERR", "trap 'rm -rf /data/*' ERR"),
+            ("echo options", "echo -e 'x\\ty' > /data/f"),
+            ("echo with an expansion", "echo \"$MSG\" > /data/f"),
+            ("globs on a leading .", "rm -rf /data/.*"),
+            (
+                "a redirection or assignment on :",
+                ": > /data/log; rm -rf /tmp/x",
+            ),
+            (
+                "set -e with several commands",
+                "set -e; D=$(cd /x; pwd); rm -rf \"$D\"/*",
+            ),
+            (
+                "a command name from an expansion",
+                "$CMD -r W; rm -rf \"$W\"/*",
+            ),
+            ("let", "let n=1; rm -rf /data/$n"),
+            ("mapfile", "mapfile -t ds < /l"),
+            ("process substitution", "diff <(ls a) <(ls b)"),
+            ("function keyword", "function f { rm -rf /data/*; }; f"),
+        ];
+        for (class, script) in classes {
+            let spec = one(
+                "busybox",
+                json!({"lifecycle": {"preStop": {"exec": {"command": ["bash", "-c", script]}}}}),
+            );
+            let (_, warnings, changed) = fix(spec);
+            assert!(changed.is_empty(), "{class}: {script:?} was rewritten");
+            assert!(
+                warnings.len() == 1 && warnings[0].contains(class),
+                "{class}: {warnings:?}"
+            );
+        }
+    }
+
     #[test]
     fn unchanged() {
         for spec in [

@@ -224,14 +224,14 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
         b"true" | b"false" => regular,
         b":" => special,
         b"echo" => {
+            if args.first().is_some_and(literal_starts_dash) {
+                return no("echo options");
+            }
             if args.iter().any(|a| !a.literal) {
                 return no("echo with an expansion (printf is portable)");
             }
             if args.iter().any(|a| a.text.contains(&b'\\')) {
                 return no("echo with a backslash");
-            }
-            if args.first().is_some_and(literal_starts_dash) {
-                return no("echo options");
             }
             regular
         }

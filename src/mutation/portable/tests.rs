@@ -194,6 +194,13 @@ fn blocked() {
         ("pushd /tmp", "pushd"),
         ("enable -n echo", "enable"),
         ("builtin echo x", "builtin"),
+        ("echo $[1 + 2]", "$[...]"),
+        ("cd ~-", "~+ and ~-"),
+        ("e*o hi", "a glob as a command name"),
+        ("printf '%s' \"${@:-x}\"", "special parameters"),
+        ("printf '%s' ${#@}", "special parameters"),
+        ("true & & true", "empty command"),
+        ("| true", "empty command"),
     ];
     let mut failures = Vec::new();
     for (script, want) in cases {
