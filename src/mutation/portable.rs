@@ -65,11 +65,26 @@ struct Word {
     glob: bool,
     /// `NAME=` at its start, unquoted.
     assign: Option<String>,
+    /// How many expansions, and how many of them always give an integer (`$?`, `$#`,
+    /// `$$`, `$!`, `${#NAME}`, `$((…))`).
+    expansions: u32,
+    integer_expansions: u32,
 }
 
 impl Word {
     fn is(&self, text: &str) -> bool {
         self.literal && self.text == text.as_bytes()
+    }
+
+    /// Always an integer: a decimal literal or one expansion that yields one.
+    fn integer(&self) -> bool {
+        if self.literal {
+            let digits = self.text.strip_prefix(b"-").unwrap_or(&self.text);
+            return !digits.is_empty()
+                && digits.iter().all(u8::is_ascii_digit)
+                && (digits.len() == 1 || digits[0] != b'0');
+        }
+        self.text.is_empty() && self.expansions == 1 && self.integer_expansions == 1
     }
 }
 
@@ -823,6 +838,9 @@ impl<'a> Parser<'a> {
                 }
                 b'~' if self.i != start => return no("~ inside a word"),
                 b'~' if matches!(self.peek_at(1), Some(b'+' | b'-')) => return no("~+ and ~-"),
+                b'~' if self.peek_at(1).is_some_and(|c| c != b'/' && !is_meta(c)) => {
+                    return no("~user (busybox drops what follows an unknown user)")
+                }
                 b'*' | b'?' | b'[' => {
                     if c == b'[' && matches!(self.peek_at(1), Some(b'^')) {
                         return no("[^...] globs");
@@ -895,6 +913,7 @@ impl<'a> Parser<'a> {
 
     fn expanded(&self, word: &mut Word, ctx: Ctx) {
         word.literal = false;
+        word.expansions += 1;
         if ctx == Ctx::Unquoted {
             word.unquoted_expansion = true;
         }
@@ -907,6 +926,7 @@ impl<'a> Parser<'a> {
             Some(b'(') if self.peek_at(2) == Some(b'(') => {
                 self.i += 3;
                 self.arithmetic()?;
+                word.integer_expansions += 1;
             }
             Some(b'(') => {
                 self.i += 2;
@@ -921,7 +941,9 @@ impl<'a> Parser<'a> {
             }
             Some(b'{') => {
                 self.i += 2;
-                self.parameter(ctx)?;
+                if self.parameter(ctx)? {
+                    word.integer_expansions += 1;
+                }
             }
             Some(b'\'') if ctx == Ctx::Unquoted => return no("$'...' strings"),
             Some(b'[') => return no("$[...] arithmetic"),
@@ -938,6 +960,9 @@ impl<'a> Parser<'a> {
             Some(c)
                 if c.is_ascii_digit() || matches!(c, b'?' | b'$' | b'!' | b'#' | b'@' | b'*') =>
             {
+                if matches!(c, b'?' | b'$' | b'!' | b'#') {
+                    word.integer_expansions += 1;
+                }
                 self.i += 2;
             }
             Some(b'-') => return no("$-"),
@@ -953,7 +978,8 @@ impl<'a> Parser<'a> {
     }
 
     /// After `${`: a plain parameter, `#NAME`, or NAME with a POSIX operator and word.
-    fn parameter(&mut self, ctx: Ctx) -> R<()> {
+    /// `true` when it always gives an integer (`${#NAME}`, `${?}` …).
+    fn parameter(&mut self, ctx: Ctx) -> R<bool> {
         if self.peek() == Some(b'!') {
             return no("${!var}");
         }
@@ -985,7 +1011,7 @@ impl<'a> Parser<'a> {
         match op {
             Some(b'}') => {
                 self.i += 1;
-                return Ok(());
+                return Ok(length || matches!(name[0], b'?' | b'$' | b'!' | b'#'));
             }
             Some(b'[') => return no("arrays"),
             _ if length => return no("syntax the parser does not know"),
@@ -1019,7 +1045,7 @@ impl<'a> Parser<'a> {
                 None => return no("syntax the parser does not know"),
                 Some(b'}') => {
                     self.i += 1;
-                    return Ok(());
+                    return Ok(false);
                 }
                 Some(b'{') => return no("{ inside ${...}"),
                 Some(b'\\' | b'\'' | b'"') if ctx == Ctx::Quoted => {

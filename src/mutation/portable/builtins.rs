@@ -245,7 +245,8 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             if literal_starts_dash(format) {
                 return no("printf options");
             }
-            printf_format(&format.text)?;
+            let numeric = printf_format(&format.text)?;
+            printf_arguments(&numeric, &args[1..])?;
             regular
         }
         b"cd" => match args {
@@ -312,6 +313,11 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
                 .any(|a| a.literal && matches!(a.text.first(), Some(b'-' | b'%')))
             {
                 return no("wait options or job specs");
+            }
+            // bash warns about a pid that is not its child, sh says nothing; `$!` and
+            // variables are trusted to hold children, a literal pid never is one.
+            if args.iter().any(|a| a.literal) {
+                return no("wait for a literal pid");
             }
             regular
         }
@@ -405,7 +411,9 @@ pub(super) fn set_option(option: &Word) -> R<&'static str> {
     }
 }
 
-fn printf_format(format: &[u8]) -> R<()> {
+/// Checks the format; returns, per conversion, whether it is numeric.
+fn printf_format(format: &[u8]) -> R<Vec<bool>> {
+    let mut conversions = Vec::new();
     let mut i = 0;
     while i < format.len() {
         match format[i] {
@@ -432,12 +440,34 @@ fn printf_format(format: &[u8]) -> R<()> {
                     }
                 }
                 match format.get(i) {
-                    Some(b's' | b'd' | b'i' | b'u' | b'o' | b'x' | b'X' | b'c') => i += 1,
+                    Some(b's' | b'c') => {
+                        conversions.push(false);
+                        i += 1;
+                    }
+                    Some(b'd' | b'i' | b'u' | b'o' | b'x' | b'X') => {
+                        conversions.push(true);
+                        i += 1;
+                    }
                     Some(&c) => return no(format!("printf %{}", char::from(c))),
                     None => return no("printf with a trailing %"),
                 }
             }
             _ => i += 1,
+        }
+    }
+    Ok(conversions)
+}
+
+/// A numeric conversion fed a missing, empty or non-numeric argument prints 0 in bash
+/// and fails in busybox: every numeric slot needs an argument that is always an integer.
+fn printf_arguments(numeric: &[bool], args: &[Word]) -> R<()> {
+    if numeric.is_empty() || !numeric.contains(&true) {
+        return Ok(());
+    }
+    let rounds = args.len().div_ceil(numeric.len()).max(1);
+    for slot in 0..rounds * numeric.len() {
+        if numeric[slot % numeric.len()] && !args.get(slot).is_some_and(Word::integer) {
+            return no("printf %d of a maybe non-number");
         }
     }
     Ok(())

@@ -46,6 +46,8 @@ fn portable() {
         "echo a # comment with $(declare) and [[ ]]\n# whole-line comment <<<",
         "x='a b'; set -f; echo done",
         "printf '%-10s|%5d|%x|%%\\n' a 3 255",
+        "printf '%d %d %d %d %s\\n' $? $# ${#x} $((1 + 2)) \"$x\"",
+        "printf '%s=%d\\n' a 1 b -2",
         "while :; do break; done",
         "~/bin/run --flag",
         "rm -rf ./.cache /data/.cache",
@@ -201,6 +203,11 @@ fn blocked() {
         ("printf '%s' ${#@}", "special parameters"),
         ("true & & true", "empty command"),
         ("| true", "empty command"),
+        ("printf '%d\\n'", "printf %d of a maybe non-number"),
+        ("printf '%d\\n' \"$n\"", "printf %d of a maybe non-number"),
+        ("printf '%s %d\\n' a 1 b", "printf %d of a maybe non-number"),
+        ("wait 1234", "wait for a literal pid"),
+        ("ls ~nobody/x", "~user"),
     ];
     let mut failures = Vec::new();
     for (script, want) in cases {
