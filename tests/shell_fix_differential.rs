@@ -6,7 +6,11 @@
 //! scripts must be refused (the known-dangerous ones) and which rewritten.
 //!
 //! Stderr is compared only as "empty or not": each shell words its diagnostics (and
-//! `set -x` traces) its own way, and stderr reaches users only as kubelet events.
+//! `set -x` traces) its own way, and stderr reaches users only as kubelet events. For
+//! the same reason two non-zero exit statuses count as equal when both shells reported
+//! an error on stderr: bash exits 1 after a failed `cd` or redirection, dash 2. (A
+//! script that reads `$?` after a `cd` or a redirection to a file is refused, so that
+//! number never reaches its output.)
 //!
 //! Corpus: `tests/fixtures/shell-corpus/{portable,refused}.txt`, entries separated by
 //! `#### NAME [BASH OPTIONS] [-- OPERANDS]` lines (default options `-c`); each sandbox run starts from
@@ -135,7 +139,13 @@ fn compare(bash: &Outcome, other: &Outcome) -> Option<String> {
     if bash.status.is_none() {
         found.push("bash timed out".to_owned());
     }
-    if other.status != bash.status {
+    // The shells number their own errors differently (a failed cd: bash 1, dash and
+    // busybox 2; a failed redirection: dash 2): when both reported an error, any
+    // non-zero status is the same outcome.
+    let both_failed_loudly = matches!((bash.status, other.status), (Some(a), Some(b)) if a != 0 && b != 0)
+        && !bash.stderr.is_empty()
+        && !other.stderr.is_empty();
+    if other.status != bash.status && !both_failed_loudly {
         found.push(format!("status {:?} vs {:?}", bash.status, other.status));
     }
     if other.stdout != bash.stdout {

@@ -115,6 +115,10 @@ struct Parser<'a> {
     errexit: bool,
     /// A `$(…)` with several commands: bash runs all of them under `set -e`, dash stops.
     multi_subst: bool,
+    /// `$?` is read, and a `cd` or a file redirection may fail: bash reports those
+    /// failures with status 1, dash (and busybox for `cd`) with 2.
+    reads_status: bool,
+    fallible: bool,
     depth: usize,
 }
 
@@ -159,6 +163,8 @@ impl<'a> Parser<'a> {
             zero_known,
             errexit: false,
             multi_subst: false,
+            reads_status: false,
+            fallible: false,
             depth,
         }
     }
@@ -172,6 +178,9 @@ impl<'a> Parser<'a> {
         }
         if self.errexit && self.multi_subst {
             return no("set -e with several commands in $(...)");
+        }
+        if self.reads_status && self.fallible {
+            return no("$? after a failing cd or redirection");
         }
         Ok(())
     }
@@ -190,6 +199,8 @@ impl<'a> Parser<'a> {
         }
         self.errexit |= inner.errexit;
         self.multi_subst |= inner.multi_subst;
+        self.reads_status |= inner.reads_status;
+        self.fallible |= inner.fallible;
         self.prefixed.append(&mut inner.prefixed);
         self.functions.append(&mut inner.functions);
         Ok(count)
@@ -713,6 +724,9 @@ impl<'a> Parser<'a> {
                 if target.text.starts_with(b"/dev/tcp/") || target.text.starts_with(b"/dev/udp/") {
                     return no("/dev/tcp redirections");
                 }
+                if !target.is("/dev/null") {
+                    self.fallible = true;
+                }
             }
         }
         Ok(true)
@@ -963,6 +977,7 @@ impl<'a> Parser<'a> {
                 if matches!(c, b'?' | b'$' | b'!' | b'#') {
                     word.integer_expansions += 1;
                 }
+                self.reads_status |= c == b'?';
                 self.i += 2;
             }
             Some(b'-') => return no("$-"),
@@ -996,6 +1011,7 @@ impl<'a> Parser<'a> {
             _ => return no("syntax the parser does not know"),
         };
         let name = &rest[..name_len];
+        self.reads_status |= name == b"?";
         let special = !(is_name_start(name[0]) || name[0].is_ascii_digit());
         if special && (length || rest.get(1) != Some(&b'}')) {
             return no("operators on special parameters");

@@ -1,11 +1,12 @@
 //! A sandbox for running untrusted (destructive) shell scripts: a user + mount + pid
-//! namespace (`unshare`), a fresh tmpfs as the root, `/usr` (and `/bin`, `/lib*` as on the
-//! host) bind-mounted read-only, `/dev/null`, a busybox applet directory `/bb` as the only
-//! PATH, and four writable directories (`/scratch`, `/data`, `/tmp`, `/work`, the cwd)
-//! bind-mounted from a per-run directory on the host that the caller fills and inspects.
-//! The root tmpfs is remounted read-only and the script runs `chroot`ed into it, so the
-//! host's files outside the per-run directory are not even reachable; the pid namespace
-//! takes background processes down with the run.
+//! namespace (`unshare`), a skeleton directory as the root (mount points, a busybox applet
+//! directory `/bb` as the only PATH, `/bin` -> `usr/bin` as on the host), `/usr` (and any
+//! real `/lib*` directories) bind-mounted read-only, `/dev/null`, and four writable
+//! directories (`/scratch`, `/data`, `/tmp`, `/work`, the cwd) bind-mounted from a per-run
+//! directory on the host that the caller fills and inspects. The root is then remounted
+//! read-only and the script runs `chroot`ed into it, so the host's files outside the
+//! per-run directory are not even reachable; the pid namespace takes background processes
+//! down with the run. All mounts live in the run's namespace and vanish with it.
 //!
 //! Every step of the setup runs under `set -e`: if any mount fails the script never
 //! runs. [`Sandbox::verify`] proves the protection before anything destructive is run.
@@ -30,20 +31,12 @@ const APPLETS: &[&str] = &[
 pub const WRITABLE: &[&str] = &["scratch", "data", "tmp", "work"];
 
 const SETUP: &str = r#"set -e
-root=$1; run=$2; applets=$3; shift 3
-mount -t tmpfs -o size=32m,mode=755 sandbox "$root"
-cd "$root"
-mkdir usr dev bb scratch data tmp work
-for d in bin lib lib32 lib64 libx32 sbin; do
-  if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$d"
-  elif [ -d "/$d" ]; then mkdir "$d"; mount --rbind -o ro "/$d" "$d"; fi
-done
-mount --rbind -o ro /usr usr
-touch dev/null
-mount --bind /dev/null dev/null
-mount --bind -o ro "$applets" bb
-for d in scratch data tmp work; do mount --bind "$run/$d" "$d"; done
-mount -o remount,ro "$root"
+root=$1; run=$2; shift 2
+mount --bind "$root" "$root"
+for d in $BIND_RO; do mount --rbind -o ro "/$d" "$root/$d"; done
+mount --bind /dev/null "$root/dev/null"
+for d in scratch data tmp work; do mount --bind "$run/$d" "$root/$d"; done
+mount -o remount,bind,ro "$root"
 chroot "$root" /usr/bin/env -i -C /work PATH=/bb HOME=/work TARGET=/scratch/work EMPTY= NAME=demo "$@"
 "#;
 
@@ -59,8 +52,11 @@ pub struct Outcome {
 }
 
 pub struct Sandbox {
-    /// Holds the applet directory, the mount points and the per-run directories.
+    /// Holds the root skeleton, the per-run directories and their output files.
     base: tempfile::TempDir,
+    /// Host directories bind-mounted read-only into the root (`usr`, `lib` … as on the
+    /// host; those that are symlinks there are symlinks in the skeleton).
+    bind_ro: String,
 }
 
 impl Sandbox {
@@ -76,17 +72,42 @@ impl Sandbox {
         if !busybox.starts_with("/usr") {
             return None;
         }
-        let sandbox = Sandbox {
-            base: tempfile::tempdir().ok()?,
-        };
-        // Made once, mounted read-only at /bb in every run; the links resolve in the chroot.
-        let applets = sandbox.base.path().join("bb");
-        fs::create_dir(&applets).ok()?;
-        for applet in APPLETS {
-            std::os::unix::fs::symlink(&busybox, applets.join(applet)).ok()?;
+        let base = tempfile::tempdir().ok()?;
+        // The root, made once: mount points, `/bb` with the applet links (they resolve to
+        // /usr/bin/busybox inside) and the host's top-level symlinks (`/bin` -> usr/bin).
+        // Each run mounts over it in its own namespace, then makes it read-only.
+        let root = base.path().join("root");
+        for dir in ["usr", "dev", "bb", "scratch", "data", "tmp", "work"] {
+            fs::create_dir_all(root.join(dir)).ok()?;
         }
+        fs::write(root.join("dev/null"), "").ok()?;
+        for applet in APPLETS {
+            std::os::unix::fs::symlink(&busybox, root.join("bb").join(applet)).ok()?;
+        }
+        let mut bind_ro = vec!["usr".to_owned()];
+        for dir in ["bin", "lib", "lib32", "lib64", "libx32", "sbin"] {
+            let host = Path::new("/").join(dir);
+            match fs::symlink_metadata(&host) {
+                Ok(meta) if meta.file_type().is_symlink() => {
+                    std::os::unix::fs::symlink(fs::read_link(&host).ok()?, root.join(dir)).ok()?;
+                }
+                Ok(meta) if meta.is_dir() => {
+                    fs::create_dir(root.join(dir)).ok()?;
+                    bind_ro.push(dir.to_owned());
+                }
+                _ => {}
+            }
+        }
+        let sandbox = Sandbox {
+            base,
+            bind_ro: bind_ro.join(" "),
+        };
         let probe = sandbox.run(0, "/bb/sh", &["-c", "echo ok"], |_| {});
-        (probe.status == Some(0) && probe.stdout == "ok\n").then_some(sandbox)
+        if probe.status != Some(0) || probe.stdout != "ok\n" {
+            eprintln!("note: the sandbox does not start here: {probe:?}");
+            return None;
+        }
+        Some(sandbox)
     }
 
     /// Proves the sandbox protects the machine: a script that deletes everything it can
@@ -112,6 +133,15 @@ impl Sandbox {
             "the sandbox let a script delete /usr/bin/env"
         );
         assert!(!Path::new("/usr/pwned").exists() && !Path::new("/pwned").exists());
+        let root = self.base.path().join("root");
+        assert!(
+            !root.join("pwned").exists(),
+            "the sandbox root was writable"
+        );
+        assert!(
+            root.join("bb/sh").exists(),
+            "the sandbox root lost its applets"
+        );
         assert_eq!(fs::read_to_string(&canary).ok().as_deref(), Some("alive"));
         assert_eq!(
             outcome.tree,
@@ -127,10 +157,9 @@ impl Sandbox {
             .base
             .path()
             .join(format!("run-{id}-{}", shell.replace('/', "_")));
-        let root = run.join("root");
+        let root = self.base.path().join("root");
         let files = run.join("files");
         let _ = fs::remove_dir_all(&run);
-        fs::create_dir_all(&root).expect("mkdir root");
         for dir in WRITABLE {
             fs::create_dir_all(files.join(dir)).expect("mkdir");
         }
@@ -152,11 +181,11 @@ impl Sandbox {
             ])
             .arg(&root)
             .arg(&files)
-            .arg(self.base.path().join("bb"))
             .arg(shell)
             .args(args)
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("BIND_RO", &self.bind_ro)
             .stdin(Stdio::null())
             .stdout(fs::File::create(&stdout).expect("stdout file"))
             .stderr(fs::File::create(&stderr).expect("stderr file"))

@@ -249,11 +249,14 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             printf_arguments(&numeric, &args[1..])?;
             regular
         }
-        b"cd" => match args {
-            [] => regular,
-            [dir] if !literal_starts_dash(dir) => regular,
-            _ => no("cd options"),
-        },
+        b"cd" => {
+            parser.fallible = true;
+            match args {
+                [] => no("cd without a directory"),
+                [dir] if !literal_starts_dash(dir) => regular,
+                _ => no("cd options"),
+            }
+        }
         b"pwd" if args.is_empty() => regular,
         b"pwd" => no("pwd options"),
         b"exit" => exit_code(args).and(special),
@@ -344,7 +347,22 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             Some(_) => no("exec of a builtin or an expansion"),
         },
         _ if is_builtin(name) => no(show(name)),
-        _ => Ok(Kind::External),
+        _ => {
+            // bash puts SHLVL and `_` in its children's environment, dash does not.
+            let program = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
+            let runs_command = |a: &Word| {
+                !(a.literal && (a.text.first() == Some(&b'-') || a.text.contains(&b'=')))
+            };
+            let lists = match program {
+                b"env" => !args.iter().any(runs_command),
+                b"printenv" => args.is_empty(),
+                _ => false,
+            };
+            if lists {
+                return no("an env listing (bash adds SHLVL, _)");
+            }
+            Ok(Kind::External)
+        }
     }
 }
 

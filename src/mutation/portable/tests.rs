@@ -38,6 +38,8 @@ fn portable() {
         "printf '%s\\n' ${#PATH} ${v%.*} ${v##*/} ${v#./} ${v%%/*} ${v:+set} ${v-unset} ${v:=x}",
         "ls /data 2>/dev/null | wc -l >&2; ls 2>&1 >/dev/null; cat 3>&- <&0",
         "umask 022; cd /scratch && pwd",
+        "ls /x > /dev/null 2>&1; printf '%d' $?",
+        "env A=1 sh -c true; printenv HOME",
         "export A=1 B; unset C",
         "set -- a b; for x; do printf '%s\\n' \"$x\"; done",
         "! grep -q x /etc/hosts",
@@ -208,6 +210,12 @@ fn blocked() {
         ("printf '%s %d\\n' a 1 b", "printf %d of a maybe non-number"),
         ("wait 1234", "wait for a literal pid"),
         ("ls ~nobody/x", "~user"),
+        ("cd /x; printf '%d' $?", "$? after a failing cd"),
+        ("cat < /in; rc=$?", "$? after a failing cd or redirection"),
+        ("cd", "cd without a directory"),
+        ("env | sort", "an env listing"),
+        ("env -i A=1", "an env listing"),
+        ("printenv", "an env listing"),
     ];
     let mut failures = Vec::new();
     for (script, want) in cases {
