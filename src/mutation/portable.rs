@@ -13,18 +13,33 @@
 //! - [`invocation`] reads bash's own arguments: only `-c SCRIPT` with the flags
 //!   `-e -x -v -f -C -a` (and `-o` with their long names) qualifies; a script file, stdin,
 //!   `-l`, `-s`, `-O`, `-u`, `-o pipefail` or any long option does not.
-//! - The allow-list (see `builtins.rs` for builtins and variables): simple commands,
-//!   pipelines, `&&`/`||`, `!`, `;`/`&`/newlines, `( )`, `{ }`, `if`, `while`, `until`,
-//!   `for NAME [in WORDS]`, `case` with `;;`, `NAME() { … }`; single and double quotes,
-//!   backslash escapes, `$NAME`, `${NAME}`, `${NAME[:]-=+ WORD}`, `${#NAME}`,
-//!   `${NAME%[%]PAT}`, `${NAME#[#]PAT}`, `$(…)` and `` `…` `` (no backslashes),
-//!   `$((…))` with integer operators (no `++`, `**`, `,`, assignments, division by a
-//!   variable), globs `* ? [..]` (not on a leading `.`), `~` at a word start; redirections
-//!   `< > >> >| <& >& n>&m n>&-` with a single-digit fd and here-documents `<<`/`<<-`.
-//! - Limits (kept on purpose, documented in the README): arithmetic on variables assumes
-//!   they hold integers; a quoted expansion as a redirection target is trusted not to name
-//!   `/dev/tcp/…`; glob order assumes the C locale; `BASH_ENV`/`SHELLOPTS` in the
-//!   container's environment are not seen.
+//! - The allow-list (builtins, their arguments and the shell's own variables are in
+//!   `builtins.rs`): simple commands, pipelines, `&&`/`||`, `!`, `;`/`&`/newlines, `( )`,
+//!   `{ }`, `if`, `while`, `until`, `for NAME [in WORDS]`, `case` with `;;`,
+//!   `NAME() { … }`; quotes and backslash escapes; `$NAME`, `${NAME}`,
+//!   `${NAME[:]-=+ WORD}`, `${#NAME}`, `${NAME%[%]PAT}`, `${NAME#[#]PAT}`; `$(…)` and
+//!   `` `…` `` (no backslashes inside; one command only when `set -e` is on: dash stops a
+//!   failing `$(a; b)` early, bash does not); `$((…))` with integer operators (no `++`,
+//!   `**`, `,`, assignments, octal, division by a variable); globs `* ? [..]` (not on a
+//!   leading `.`: dash matches `.` and `..`); `~` and `~/…` at a word start; redirections
+//!   `< > >> >| <& >& n>&m n>&-` with a single-digit fd to a target without unquoted
+//!   expansion or glob, and here-documents `<<`/`<<-`. Builtins: `: true false cd pwd
+//!   echo printf test [ read set export unset exit return break continue wait kill trap
+//!   umask exec`, each with the arguments that behave alike (`echo` only with literal
+//!   arguments without backslashes or a leading `-`; `printf` with a literal format of
+//!   `%s %c %d %i %u %o %x %X`, and numeric slots fed integers; `trap` on HUP INT QUIT TERM
+//!   USR1 USR2 only — bash also runs an EXIT trap when killed by a signal, sh does not).
+//! - Error paths count: a redirection or assignment on a special builtin (dash exits when
+//!   it fails), `set -u` and `${x:?}` (exit codes 127 vs 2), `shift`, `$?` read after a
+//!   `cd` or a file redirection that may fail (bash 1, dash 2), `cd` without a directory.
+//! - Limits (documented in the README): arithmetic on variables assumes they hold
+//!   integers; a quoted expansion as a redirection target is trusted not to name
+//!   `/dev/tcp/…`, and one as a `wait` argument to be a child; glob order and `${#x}`
+//!   assume the C locale; the shells' own error numbering may differ (a failed `cd` or
+//!   redirection exits 1 in bash, 2 in dash) where the script does not read `$?`;
+//!   programs started see `SHLVL` and `_` as each shell sets them; dash (unlike bash and
+//!   busybox) does not `exec` the last command of `-c`; `BASH_ENV`, `SHELLOPTS`,
+//!   `POSIXLY_CORRECT` and `BASH_FUNC_*` in the container's environment are not seen.
 
 mod builtins;
 mod invocation;

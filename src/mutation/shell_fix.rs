@@ -4,7 +4,7 @@
 //! - Looks at every init and app container whose image lacks bash ([`image::lacks_bash`]):
 //!   its `command` (+ `args`), `lifecycle.postStart/preStop.exec.command` and
 //!   `liveness/readiness/startupProbe.exec.command`.
-//! - argv[0] `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
+//! - `argv[0]` `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
 //!   one array element is replaced, so the JSON diff stays one targeted `replace`.
 //! - Only when the run is **proven portable** ([`portable`](super::portable)): bash's own options are ones
 //!   `sh` takes alike and the `-c` script parses into constructs and builtins that behave
@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 /// Warnings are shown by kubectl; the API server truncates longer ones.
 const MAX_WARNING: usize = 120;
 
-/// Rewrites argv[0] `bash` (any path) to `/bin/sh` in every init and app container's
+/// Rewrites `argv[0]` `bash` (any path) to `/bin/sh` in every init and app container's
 /// `command`, lifecycle and probe `exec.command` when the image lacks bash and the run is
 /// proven portable (else only a warning). Returns one warning per correction or refusal.
 pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {

@@ -35,7 +35,7 @@ impl Invocation<'_> {
     }
 }
 
-/// Reads bash's arguments after argv[0]. `None` entries stand for non-string JSON values.
+/// Reads bash's arguments after `argv[0]`. `None` entries stand for non-string JSON values.
 ///
 /// Options come first: single-letter flags (`-e`, combined `-ec`/`-xc`, `+x`), `-o NAME`
 /// taking the next argument; with `-c` the first operand is the script and the rest are
