@@ -5,8 +5,9 @@
 //! Scripts the fix refuses are not run; they are counted, and the corpus file says which
 //! scripts must be refused (the known-dangerous ones) and which rewritten.
 //!
-//! Stderr is compared only as "empty or not": each shell words its diagnostics (and
-//! `set -x` traces) its own way, and stderr reaches users only as kubelet events. For
+//! Stderr is compared only as "empty or not" (job notices like "Terminated" count as
+//! empty): each shell words its diagnostics (and `set -x` traces) its own way, and
+//! stderr reaches users only as kubelet events. For
 //! the same reason two non-zero exit statuses count as equal when both shells reported
 //! an error on stderr: bash exits 1 after a failed `cd` or redirection, dash 2. (A
 //! script that reads `$?` after a `cd` or a redirection to a file is refused, so that
@@ -133,6 +134,20 @@ fn sandbox() -> Option<Sandbox> {
     })
 }
 
+/// No stderr but job notices: dash and busybox report a background job killed by a
+/// signal ("Terminated") when it is waited for, bash does not.
+fn quiet(stderr: &str) -> bool {
+    let notice = |word: &str| matches!(word, "Terminated" | "Killed");
+    stderr.lines().all(|line| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        // "Killed" alone (dash, busybox) or "bash: line 4:    11 Killed    sleep 5".
+        words.iter().all(|w| notice(w))
+            || words
+                .windows(2)
+                .any(|w| w[0].parse::<u32>().is_ok() && notice(w[1]))
+    })
+}
+
 /// What differs between bash's run and another shell's, shortly; `None` when the same.
 fn compare(bash: &Outcome, other: &Outcome) -> Option<String> {
     let mut found = Vec::new();
@@ -151,7 +166,7 @@ fn compare(bash: &Outcome, other: &Outcome) -> Option<String> {
     if other.stdout != bash.stdout {
         found.push(format!("stdout {:?} vs {:?}", bash.stdout, other.stdout));
     }
-    if other.stderr.is_empty() != bash.stderr.is_empty() {
+    if quiet(&other.stderr) != quiet(&bash.stderr) {
         found.push(format!("stderr {:?} vs {:?}", bash.stderr, other.stderr));
     }
     let only = |a: &Outcome, b: &Outcome| -> Vec<String> {

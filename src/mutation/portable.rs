@@ -22,7 +22,7 @@
 //!   failing `$(a; b)` early, bash does not); `$((…))` with integer operators (no `++`,
 //!   `**`, `,`, assignments, octal, division by a variable); globs `* ? [..]` (not on a
 //!   leading `.`: dash matches `.` and `..`); `~` and `~/…` at a word start; redirections
-//!   `< > >> >| <& >& n>&m n>&-` with a single-digit fd to a target without unquoted
+//!   `< > >> >| <& >& n>&m` with a single-digit fd to a target without unquoted
 //!   expansion or glob, and here-documents `<<`/`<<-`. Builtins: `: true false cd pwd
 //!   echo printf test [ read set export unset exit return break continue wait kill trap
 //!   umask exec`, each with the arguments that behave alike (`echo` only with literal
@@ -134,6 +134,9 @@ struct Parser<'a> {
     /// failures with status 1, dash (and busybox for `cd`) with 2.
     reads_status: bool,
     fallible: bool,
+    /// The loop depth at each `break`/`continue`: one that leaves a subshell (`( )`,
+    /// `$( )`, a pipeline element, `&`) is an error in bash and silent in sh.
+    loop_exits: Vec<usize>,
     depth: usize,
 }
 
@@ -180,6 +183,7 @@ impl<'a> Parser<'a> {
             multi_subst: false,
             reads_status: false,
             fallible: false,
+            loop_exits: Vec::new(),
             depth,
         }
     }
@@ -320,9 +324,13 @@ impl<'a> Parser<'a> {
             if self.at_reserved(ends) {
                 break;
             }
+            let mark = self.loop_exits.len();
             self.and_or()?;
             count += 1;
             self.blank();
+            if self.peek() == Some(b'&') && self.peek_at(1) != Some(b'>') {
+                self.no_loop_exit(mark, "break or continue in the background")?;
+            }
             match self.peek() {
                 Some(b';') if self.peek_at(1) == Some(b';') => {}
                 Some(b';') if self.peek_at(1) == Some(b'&') => return no(";& in case"),
@@ -359,7 +367,9 @@ impl<'a> Parser<'a> {
         if self.raw_word() == b"!" {
             self.i += 1;
         }
+        let mark = self.loop_exits.len();
         self.command()?;
+        let mut commands = 1;
         loop {
             self.blank();
             if self.peek() == Some(b'|') && self.peek_at(1) != Some(b'|') {
@@ -369,10 +379,24 @@ impl<'a> Parser<'a> {
                 self.i += 1;
                 self.linebreak()?;
                 self.command()?;
+                commands += 1;
             } else {
-                return Ok(());
+                break;
             }
         }
+        if commands > 1 {
+            self.no_loop_exit(mark, "break or continue in a pipeline")?;
+        }
+        Ok(())
+    }
+
+    /// Refuses a `break`/`continue` since `mark` that leaves the current loop level: it
+    /// ran in a subshell.
+    fn no_loop_exit(&self, mark: usize, what: &str) -> R<()> {
+        if self.loop_exits[mark..].iter().any(|&d| d <= self.in_loop) {
+            return no(what);
+        }
+        Ok(())
     }
 
     fn command(&mut self) -> R<()> {
@@ -408,11 +432,13 @@ impl<'a> Parser<'a> {
                         return no("(( ))");
                     }
                     self.i += 1;
+                    let mark = self.loop_exits.len();
                     self.list(&[], true, false)?;
                     if self.peek() != Some(b')') {
                         return no("syntax the parser does not know");
                     }
                     self.i += 1;
+                    self.no_loop_exit(mark, "break or continue in a subshell")?;
                 } else if self.function_definition()? {
                     return Ok(());
                 } else {
@@ -722,9 +748,13 @@ impl<'a> Parser<'a> {
                 });
             }
             b"<&" | b">&" => {
-                let ok = target.literal
-                    && (target.text == b"-"
-                        || (target.text.len() == 1 && target.text[0].is_ascii_digit()));
+                if target.is("-") {
+                    // bash fails a read from a closed fd and leaves the variable unset, sh
+                    // sets it empty.
+                    return no("closing a file descriptor");
+                }
+                let ok =
+                    target.literal && target.text.len() == 1 && target.text[0].is_ascii_digit();
                 if !ok {
                     return no(">&file");
                 }
@@ -959,11 +989,13 @@ impl<'a> Parser<'a> {
             }
             Some(b'(') => {
                 self.i += 2;
+                let mark = self.loop_exits.len();
                 let count = self.list(&[], true, true)?;
                 if self.peek() != Some(b')') {
                     return no("syntax the parser does not know");
                 }
                 self.i += 1;
+                self.no_loop_exit(mark, "break or continue in $(...)")?;
                 if count > 1 {
                     self.multi_subst = true;
                 }

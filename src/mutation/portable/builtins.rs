@@ -227,7 +227,11 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             if args.first().is_some_and(literal_starts_dash) {
                 return no("echo options");
             }
-            if args.iter().any(|a| !a.literal) {
+            // A glob or `~` expands to names that may hold a backslash or start with `-e`.
+            if args
+                .iter()
+                .any(|a| !a.literal || a.glob || a.text.first() == Some(&b'~'))
+            {
                 return no("echo with an expansion (printf is portable)");
             }
             if args.iter().any(|a| a.text.contains(&b'\\')) {
@@ -239,7 +243,7 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             let Some(format) = args.first() else {
                 return no("printf without a format");
             };
-            if !format.literal {
+            if !format.literal || format.glob {
                 return no("printf with a non-literal format");
             }
             if literal_starts_dash(format) {
@@ -253,6 +257,8 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             parser.fallible = true;
             match args {
                 [] => no("cd without a directory"),
+                // Several words: bash fails, dash and busybox take the first or swap.
+                [dir] if dir.glob || dir.unquoted_expansion => no("cd with an unquoted $ or glob"),
                 [dir] if !literal_starts_dash(dir) => regular,
                 _ => no("cd options"),
             }
@@ -273,6 +279,7 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             if !args.is_empty() {
                 return no(format!("{} with a count", show(name)));
             }
+            parser.loop_exits.push(parser.in_loop);
             special
         }
         b"set" => set(parser, args).and(special),
@@ -501,6 +508,10 @@ fn test(name: &[u8], args: &[Word]) -> R<()> {
     }
     if args.len() > 4 {
         return no("test with more than 4 arguments");
+    }
+    // A glob can expand to any number of words, some looking like operators.
+    if args.iter().any(|a| a.glob) {
+        return no("a glob in test");
     }
     const UNARY: &[&str] = &[
         "-b", "-c", "-d", "-e", "-f", "-h", "-L", "-n", "-p", "-r", "-s", "-S", "-t", "-w", "-x",

@@ -36,7 +36,7 @@ fn portable() {
         "sleep 2 && kill -TERM 1",
         "kill -s TERM $PPID; kill -15 1; kill -0 \"$pid\"",
         "printf '%s\\n' ${#PATH} ${v%.*} ${v##*/} ${v#./} ${v%%/*} ${v:+set} ${v-unset} ${v:=x}",
-        "ls /data 2>/dev/null | wc -l >&2; ls 2>&1 >/dev/null; cat 3>&- <&0",
+        "ls /data 2>/dev/null | wc -l >&2; ls 2>&1 >/dev/null; cat 3<&0 <&3",
         "umask 022; cd /scratch && pwd",
         "ls /x > /dev/null 2>&1; printf '%d' $?",
         "env A=1 sh -c true; printenv HOME",
@@ -51,6 +51,8 @@ fn portable() {
         "printf '%d %d %d %d %s\\n' $? $# ${#x} $((1 + 2)) \"$x\"",
         "printf '%s=%d\\n' a 1 b -2",
         "while :; do break; done",
+        "while :; do ls | while read -r x; do break; done; break; done",
+        "for i in 1 2; do (for j in 1; do break; done); continue; done",
         "~/bin/run --flag",
         "rm -rf ./.cache /data/.cache",
         "echo {} {x} a}b",
@@ -216,6 +218,30 @@ fn blocked() {
         ("env | sort", "an env listing"),
         ("env -i A=1", "an env listing"),
         ("printenv", "an env listing"),
+        ("cd /data && echo *", "echo with an expansion"),
+        ("echo ~", "echo with an expansion"),
+        ("printf *", "non-literal format"),
+        ("[ -e /data/*.lock ]", "a glob in test"),
+        ("cd $DIR", "cd with an unquoted"),
+        ("cd /data/o*", "cd with an unquoted"),
+        ("read -r x <&-", "closing a file descriptor"),
+        ("printf x >&-", "closing a file descriptor"),
+        (
+            "for i in 1; do (break); done",
+            "break or continue in a subshell",
+        ),
+        (
+            "for i in 1; do x=$(continue); done",
+            "break or continue in $(...)",
+        ),
+        (
+            "while :; do true | break; done",
+            "break or continue in a pipeline",
+        ),
+        (
+            "while :; do break & done",
+            "break or continue in the background",
+        ),
     ];
     let mut failures = Vec::new();
     for (script, want) in cases {
