@@ -121,7 +121,7 @@ struct Parser<'a> {
     i: usize,
     pending: Vec<Heredoc>,
     in_heredoc: bool,
-    functions: Vec<Vec<u8>>,
+    functions: std::collections::HashSet<Vec<u8>>,
     /// Command names run with `NAME=value` before them: not allowed for functions.
     prefixed: Vec<Vec<u8>>,
     in_function: usize,
@@ -174,7 +174,7 @@ impl<'a> Parser<'a> {
             i: 0,
             pending: Vec::new(),
             in_heredoc: false,
-            functions: Vec::new(),
+            functions: std::collections::HashSet::new(),
             prefixed: Vec::new(),
             in_function: 0,
             in_loop: 0,
@@ -189,7 +189,7 @@ impl<'a> Parser<'a> {
     }
 
     fn finish(&self) -> R<()> {
-        if let Some(name) = self.prefixed.iter().find(|n| self.functions.contains(n)) {
+        if let Some(name) = self.prefixed.iter().find(|n| self.functions.contains(*n)) {
             return no(format!(
                 "an assignment before function {}",
                 String::from_utf8_lossy(name)
@@ -221,7 +221,7 @@ impl<'a> Parser<'a> {
         self.reads_status |= inner.reads_status;
         self.fallible |= inner.fallible;
         self.prefixed.append(&mut inner.prefixed);
-        self.functions.append(&mut inner.functions);
+        self.functions.extend(inner.functions.drain());
         Ok(count)
     }
 
@@ -608,7 +608,7 @@ impl<'a> Parser<'a> {
                 String::from_utf8_lossy(name)
             ));
         }
-        self.functions.push(name.to_vec());
+        self.functions.insert(name.to_vec());
         self.i += j + 1;
         self.linebreak()?;
         let outer_loop = std::mem::replace(&mut self.in_loop, 0);
@@ -980,6 +980,17 @@ impl<'a> Parser<'a> {
 
     /// `$…` at the cursor.
     fn dollar(&mut self, word: &mut Word, ctx: Ctx) -> R<()> {
+        // `${a:-${a:-…}}` and `"$("$(…)")"` nest without passing through `command`.
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return no("deep nesting");
+        }
+        let result = self.dollar_inner(word, ctx);
+        self.depth -= 1;
+        result
+    }
+
+    fn dollar_inner(&mut self, word: &mut Word, ctx: Ctx) -> R<()> {
         let next = self.peek_at(1);
         match next {
             Some(b'(') if self.peek_at(2) == Some(b'(') => {

@@ -322,3 +322,35 @@ fn invocations() {
         }
     }
 }
+
+/// The webhook parses what users send: deep nesting is refused, not a stack overflow, and
+/// a big script is parsed in linear time.
+#[test]
+fn hostile_sizes() {
+    let deep_param = format!("{}x{}", "${a:-".repeat(100_000), "}".repeat(100_000));
+    let deep_subst = format!("{}x{}", "$(".repeat(100_000), ")".repeat(100_000));
+    let deep_group = format!("{}true{}", "{ ".repeat(100_000), "; }".repeat(100_000));
+    let deep_quotes = "\"$(".repeat(50_000);
+    let deep_arith = format!(
+        "printf '%d' $(({}1{}))",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    for script in [deep_param, deep_subst, deep_group, deep_quotes] {
+        assert!(blocker(&script).is_some());
+    }
+    assert_eq!(blocker(&deep_arith), None);
+    let started = std::time::Instant::now();
+    let mut big = String::new();
+    for i in 0..20_000 {
+        big.push_str(&format!(
+            "f{i}() {{ rm -rf \"/data/{i}\"; }}\nX=1 ls /data/{i} | wc -l\n"
+        ));
+    }
+    assert_eq!(blocker(&big), None);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
