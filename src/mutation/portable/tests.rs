@@ -354,3 +354,14 @@ fn hostile_sizes() {
         started.elapsed()
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// Whatever a user sends, the parser answers (no panic, no slicing past the end).
+    #[test]
+    fn never_panics(script in "[$(){}\\[\\]'\"`\\\\;&|<>#=~*?!%:+,.@^0-9a-z \n\t-]{0,80}") {
+        let _ = check(&script, false, false);
+        let _ = check(&script, true, true);
+    }
+}
