@@ -26,7 +26,6 @@ use serde_json::{Map, Value};
 use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
 use workload::Workload;
 
-pub mod bashism;
 mod env_refs;
 mod existing;
 mod grace;
@@ -34,6 +33,7 @@ pub mod hook;
 pub mod image;
 mod orphan;
 mod pod;
+pub mod portable;
 mod record;
 pub mod script;
 pub mod settings;
