@@ -1,6 +1,6 @@
-//! SPEC §7 end to end: a Job annotated `mode: sidecar` is mutated by the core, and the
-//! command of the init container it gets runs as a real process in busybox `sh`, `dash`
-//! and `bash` — it deletes nothing while the Job runs, and empties the scratch directory
+//! SPEC §7 end to end under `cleaner.mode: shell`: a Job annotated `mode: sidecar` is
+//! mutated by the core, and the command of the init container it gets runs as a real
+//! process in busybox `sh`, `dash` and `bash` — it deletes nothing while the Job runs, and empties the scratch directory
 //! (dot-files included, the directory and a symlink's outside target kept) when SIGTERM
 //! arrives, which is what the kubelet sends once the Job's containers have finished.
 
@@ -8,8 +8,8 @@ mod core_support;
 #[path = "support/shells.rs"]
 mod shells;
 
-use core_support::{host_path_volume, job, mutate};
-use prestop_injector::mutation::SIDECAR_NAME;
+use core_support::{host_path_volume, job, mutate_with, shell_mode};
+use prestop_injector::mutation::{Endpoint, SIDECAR_NAME};
 use serde_json::json;
 use shells::{shells, spawn_sidecar, Tree};
 
@@ -26,7 +26,7 @@ fn a_finished_sidecar_job_has_its_scratch_directory_emptied() {
             container,
             json!([host_path_volume("scratch", "/mnt/scratch")]),
         );
-        let patched = mutate(object).patched;
+        let patched = mutate_with(Endpoint::Mutate, &shell_mode(), object).patched;
         let sidecar = &patched["spec"]["template"]["spec"]["initContainers"][0];
         assert_eq!(sidecar["name"], SIDECAR_NAME);
         assert_eq!(sidecar["restartPolicy"], "Always");

@@ -20,6 +20,7 @@ use serde_json::Value;
 use settings::{Annotations, BadAnnotation};
 
 pub mod bashism;
+pub mod delivery;
 mod existing;
 mod grace;
 pub mod hook;
@@ -147,7 +148,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             Ok(found) => warnings = found,
             Err(bad) => return refuse(bad),
         }
-        operations = json_patch::diff(original, &mutated).0;
+        operations = delivery::diff(original, &mutated);
         if !workload.template.is_empty() {
             let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
             for operation in &mut operations {

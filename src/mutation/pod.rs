@@ -1,13 +1,14 @@
 //! Mutation of one pod template (`metadata` + `spec`): shell fix, the preStop hooks or the
 //! cleanup sidecar, the grace period and the status annotation.
 
+use super::delivery::Delivery;
 use super::existing::Existing;
 use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
 use super::{grace, image, shell_fix, stale_paths};
-use crate::config::{Config, Mode};
+use crate::config::{CleanerMode, Config, Mode};
 use serde_json::{json, Map, Value};
 
 /// What happens to one app container.
@@ -46,6 +47,10 @@ pub fn mutate(
     let mut sidecar = SidecarPlan::default();
     let sidecar_name_taken = sidecar::name_taken(spec);
     let mut injected = Vec::new();
+    let mode = config.cleaner.mode;
+    let delivery = Delivery::of(spec);
+    // Per app container: whether its hook runs the program, which must be mounted there.
+    let mut needs_program = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
@@ -53,10 +58,24 @@ pub fn mutate(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
+            let mut needs = false;
             match plan {
                 Plan::Leave => {}
+                Plan::Exec(hook) if mode == CleanerMode::Binary => {
+                    if let Some(path) = delivery.conflict(container) {
+                        // The program could not be mounted, or would hide the user's mount.
+                        warnings.push(format!(
+                            "container {name:?} not cleaned: it mounts {path}, where the cleaner program goes"
+                        ));
+                        restore(container, hook.before);
+                    } else {
+                        set_exec(container, hook.to_argv(mode));
+                        injected.push(name);
+                        needs = true;
+                    }
+                }
                 Plan::Exec(hook) => {
-                    set_exec(container, hook.to_argv());
+                    set_exec(container, hook.to_argv(mode));
                     injected.push(name);
                 }
                 Plan::Restore(before) => restore(container, before),
@@ -80,8 +99,10 @@ pub fn mutate(
                     injected.push(name);
                 }
             }
+            needs_program.push(needs);
         }
     }
+    delivery.apply(spec, &needs_program, &config.cleaner.image);
     let has_sidecar = !sidecar.targets.is_empty();
     sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
 
@@ -266,9 +287,14 @@ fn plan_container(
         .get("image")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    let mode = config.cleaner.mode;
+    // The program needs no shell: only the shell form and a custom script do.
+    let needs_shell = mode == CleanerMode::Shell || matches!(action, Action::Custom(_));
     let exec_impossible = match &existing {
         Existing::Other(kind) => Some(format!("its preStop is {kind}")),
-        _ if image::lacks_shell(image, config) => Some(format!("{image} has no shell")),
+        _ if needs_shell && image::lacks_shell(image, config) => {
+            Some(format!("{image} has no shell"))
+        }
         _ => None,
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
@@ -278,6 +304,13 @@ fn plan_container(
                 paths: paths.clone(),
                 restore: ours,
             }
+        }
+        (Action::Custom(_), true, _) if exec_impossible.is_some() => {
+            let reason = exec_impossible.unwrap_or_default();
+            warnings.push(format!(
+                "container {name:?}: {reason}; the custom command is not injected"
+            ));
+            return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
@@ -294,7 +327,10 @@ fn plan_container(
         )),
         _ => {}
     }
-    let shell = if settings.fix_shell {
+    let shell = if !needs_shell {
+        // The program's cleanup hook runs no shell: none to choose, none to warn about.
+        String::new()
+    } else if settings.fix_shell {
         let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
         warnings.extend(warning);
         shell

@@ -7,12 +7,12 @@
 
 use super::hook;
 use super::targets::{self};
-use crate::config::Config;
+use crate::config::{CleanerMode, Config};
 use serde_json::{json, Map, Value};
 
 pub const NAME: &str = "prestop-cleanup";
 
-/// The sidecar's shell; the configured image must provide it (busybox does).
+/// The shell sidecar's shell (`cleaner.mode: shell`); its image must provide it (busybox does).
 const SHELL: &str = "/bin/sh";
 
 /// What the sidecar must clean and mount, gathered from the containers it serves.
@@ -85,11 +85,19 @@ impl SidecarPlan {
         }
         let mut container = Map::new();
         container.insert("name".into(), json!(NAME));
-        container.insert("image".into(), json!(config.sidecar.image));
-        container.insert(
-            "command".into(),
-            json!(hook::sidecar_argv(SHELL, &self.targets)),
-        );
+        // The cleaner program from its own image (no shell), or the busybox script.
+        let (image, command) = match config.cleaner.mode {
+            CleanerMode::Binary => (
+                config.cleaner.image.as_str(),
+                hook::program_sidecar_argv(&self.targets),
+            ),
+            CleanerMode::Shell => (
+                config.sidecar.shell_image(),
+                hook::sidecar_argv(SHELL, &self.targets),
+            ),
+        };
+        container.insert("image".into(), json!(image));
+        container.insert("command".into(), json!(command));
         container.insert("restartPolicy".into(), json!("Always"));
         container.insert("volumeMounts".into(), Value::Array(self.mounts.clone()));
         if config
