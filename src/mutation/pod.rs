@@ -1,5 +1,6 @@
 //! Mutation of one pod template (`metadata` + `spec`): shell fix, the preStop hooks or the
-//! cleanup sidecar, the grace period and the status annotation.
+//! cleanup sidecar, the cleaner program's delivery, the grace period and the status
+//! annotation.
 
 use super::delivery::Delivery;
 use super::existing::Existing;
