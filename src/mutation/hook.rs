@@ -66,12 +66,6 @@ impl Hook {
         }
     }
 
-    /// Whether the hook needs a shell in the container: always in the shell form, only
-    /// for a custom script with the program.
-    pub fn needs_shell(&self, mode: CleanerMode) -> bool {
-        mode == CleanerMode::Shell || matches!(self.action, Action::Custom(_))
-    }
-
     /// `[PROGRAM, "hook", …]`.
     pub fn to_program_argv(&self) -> Vec<String> {
         let (targets, script) = match &self.action {
@@ -370,8 +364,6 @@ mod tests {
                 "quit"
             ])
         );
-        assert!(!h.needs_shell(CleanerMode::Binary));
-        assert!(h.needs_shell(CleanerMode::Shell));
         let custom = hook(Before::Sleep(5), Action::Custom("echo bye".into()));
         assert_eq!(
             custom.to_argv(CleanerMode::Binary),
@@ -379,7 +371,6 @@ mod tests {
                 PROGRAM, "hook", "--sleep", "5", "--shell", "/bin/sh", "--script", "echo bye"
             ])
         );
-        assert!(custom.needs_shell(CleanerMode::Binary));
         assert_eq!(Hook::from_argv(&custom.to_program_argv()), Some(custom));
         // The shell of a cleanup hook is not in the program's argv.
         let read_back = Hook::from_argv(&h.to_program_argv()).unwrap();
