@@ -1,6 +1,6 @@
 //! SPEC §4, §7: the cleaner program in the mutation — delivery by the installer init
-//! container, names already taken, mounts in the way, migration from the v1 shell hook and
-//! the busybox sidecar, `cleaner.mode: shell`, and the API server's defaults.
+//! container, shell-less images, names already taken, mounts in the way, migration from the
+//! v1 shell hook and the busybox sidecar, `cleaner.mode: shell`, and the API server's defaults.
 
 mod core_support;
 
@@ -298,5 +298,72 @@ fn a_custom_cleaner_image_is_used_for_the_installer_and_the_sidecar() {
     assert_eq!(
         template_spec(&outcome.patched)["initContainers"][0]["image"],
         "mirror.example/prestop:1"
+    );
+}
+
+fn distroless_nginx_job(annotations: Value) -> Value {
+    let mut object = scratch_job(annotations);
+    let container = &mut object["spec"]["template"]["spec"]["containers"][0];
+    container["image"] = json!("gcr.io/distroless/static-debian12:nonroot");
+    container["command"] = json!(["/usr/sbin/nginx"]);
+    container["lifecycle"] =
+        json!({"preStop": {"exec": {"command": ["/usr/sbin/nginx", "-s", "quit"]}}});
+    object
+}
+
+#[test]
+fn shell_less_images_get_the_program_around_their_own_hook() {
+    let object = distroless_nginx_job(json!({"prestop-injector.io/cleanup": "auto"}));
+    let outcome = mutate(object.clone());
+    let patched = container(&outcome.patched, 0);
+    assert_eq!(
+        pre_stop_argv(patched),
+        strings(&[
+            PROGRAM,
+            "hook",
+            "--target",
+            "/scratch",
+            "--",
+            "/usr/sbin/nginx",
+            "-s",
+            "quit"
+        ])
+    );
+    assert!(
+        !outcome.warnings().contains("no shell"),
+        "{}",
+        outcome.warnings()
+    );
+    assert_delivered(&outcome.patched, &[0]);
+    assert_targeted(&outcome);
+
+    // A custom command needs a shell: skipped with a warning, the user's hook kept.
+    let object = distroless_nginx_job(json!({"prestop-injector.io/command": "echo bye"}));
+    let outcome = mutate(object.clone());
+    assert_eq!(
+        container(&outcome.patched, 0)["lifecycle"],
+        container(&object, 0)["lifecycle"]
+    );
+    assert_eq!(template_spec(&outcome.patched).get("initContainers"), None);
+    assert!(
+        outcome
+            .warnings()
+            .contains("has no shell; the custom command is not injected"),
+        "{}",
+        outcome.warnings()
+    );
+
+    // cleaner.mode: shell keeps the old answer: the busybox sidecar, or a warning.
+    let object = distroless_nginx_job(json!({"prestop-injector.io/cleanup": "auto"}));
+    let outcome = mutate_with(Endpoint::Mutate, &shell_mode(), object.clone());
+    let spec = template_spec(&outcome.patched);
+    assert_eq!(spec["initContainers"][0]["name"], SIDECAR_NAME);
+    assert_eq!(spec["initContainers"][0]["image"], "busybox:1.37.0");
+    let config = Config::from_yaml("sidecar: {allowed: false}\ncleaner: {mode: shell}\n").unwrap();
+    let outcome = mutate_with(Endpoint::Mutate, &config, object);
+    assert!(
+        outcome.warnings().contains("has no shell"),
+        "{}",
+        outcome.warnings()
     );
 }

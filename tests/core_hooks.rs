@@ -36,10 +36,6 @@ fn hook_of(container: &Value) -> Hook {
     Hook::from_argv(&pre_stop_argv(container)).expect("our hook")
 }
 
-fn strings(items: &[&str]) -> Vec<String> {
-    items.iter().map(|s| (*s).to_owned()).collect()
-}
-
 #[test]
 fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
     let outcome = mutate(seed_job());
@@ -320,73 +316,6 @@ fn http_get_and_tcp_socket_hooks_use_the_sidecar() {
             outcome.warnings()
         );
     }
-}
-
-fn distroless_nginx_job(annotations: Value) -> Value {
-    let mut object = scratch_job(annotations);
-    let container = &mut object["spec"]["template"]["spec"]["containers"][0];
-    container["image"] = json!("gcr.io/distroless/static-debian12:nonroot");
-    container["command"] = json!(["/usr/sbin/nginx"]);
-    container["lifecycle"] =
-        json!({"preStop": {"exec": {"command": ["/usr/sbin/nginx", "-s", "quit"]}}});
-    object
-}
-
-#[test]
-fn shell_less_images_get_the_program_around_their_own_hook() {
-    let object = distroless_nginx_job(json!({"prestop-injector.io/cleanup": "auto"}));
-    let outcome = mutate(object.clone());
-    let patched = container(&outcome.patched, 0);
-    assert_eq!(
-        pre_stop_argv(patched),
-        strings(&[
-            PROGRAM,
-            "hook",
-            "--target",
-            "/scratch",
-            "--",
-            "/usr/sbin/nginx",
-            "-s",
-            "quit"
-        ])
-    );
-    assert!(
-        !outcome.warnings().contains("no shell"),
-        "{}",
-        outcome.warnings()
-    );
-    assert_delivered(&outcome.patched, &[0]);
-    assert_targeted(&outcome);
-
-    // A custom command needs a shell: skipped with a warning, the user's hook kept.
-    let object = distroless_nginx_job(json!({"prestop-injector.io/command": "echo bye"}));
-    let outcome = mutate(object.clone());
-    assert_eq!(
-        container(&outcome.patched, 0)["lifecycle"],
-        container(&object, 0)["lifecycle"]
-    );
-    assert_eq!(template_spec(&outcome.patched).get("initContainers"), None);
-    assert!(
-        outcome
-            .warnings()
-            .contains("has no shell; the custom command is not injected"),
-        "{}",
-        outcome.warnings()
-    );
-
-    // cleaner.mode: shell keeps the old answer: the busybox sidecar, or a warning.
-    let object = distroless_nginx_job(json!({"prestop-injector.io/cleanup": "auto"}));
-    let outcome = mutate_with(Endpoint::Mutate, &shell_mode(), object.clone());
-    let spec = template_spec(&outcome.patched);
-    assert_eq!(spec["initContainers"][0]["name"], SIDECAR_NAME);
-    assert_eq!(spec["initContainers"][0]["image"], "busybox:1.37.0");
-    let config = Config::from_yaml("sidecar: {allowed: false}\ncleaner: {mode: shell}\n").unwrap();
-    let outcome = mutate_with(Endpoint::Mutate, &config, object);
-    assert!(
-        outcome.warnings().contains("has no shell"),
-        "{}",
-        outcome.warnings()
-    );
 }
 
 #[test]

@@ -151,6 +151,10 @@ pub fn status(object: &Value) -> Option<Value> {
     Some(serde_json::from_str(text).expect("status is JSON"))
 }
 
+pub fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
 /// `cleaner.mode: shell`: the v1 POSIX-sh hook and the busybox sidecar.
 pub fn shell_mode() -> Config {
     Config::from_yaml("cleaner: {mode: shell}\n").expect("valid config")
