@@ -16,7 +16,7 @@ mod core_support;
 mod shells;
 
 use core_support::{container, host_path_volume, job, mutate, pre_stop_argv, template_spec};
-use prestop_injector::mutation::hook::{IMAGE_PROGRAM, PROGRAM};
+use prestop_injector::mutation::hook::{IMAGE_PROGRAM, PROGRAM, PROGRAM_DIR};
 use serde_json::{json, Value};
 use shells::{wait_until, Tree, HOSTILE};
 use std::path::Path;
@@ -83,6 +83,43 @@ fn a_fresh_hook_empties_the_target_and_nothing_else() {
     let output = run(binary, &tree, &argv);
     assert!(output.status.success(), "{}", stderr(&output));
     tree.assert_clean(&tree.target, "prestop-clean");
+}
+
+/// The pod's own sequence: the installer's command copies the program into the (mapped)
+/// `emptyDir`, and the hook runs that copy, not the image's.
+#[test]
+fn the_installer_delivers_the_program_the_hook_runs() {
+    let Some(binary) = cleaner::program() else {
+        return;
+    };
+    let tree = Tree::new();
+    tree.fill(&tree.target);
+    let volume = tree.root.path().join("emptyDir");
+    std::fs::create_dir(&volume).unwrap();
+    let app = json!({"name": "app", "image": DISTROLESS, "command": ["/app"],
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]});
+    let patched = mutate(job(
+        auto(),
+        app,
+        json!([host_path_volume("scratch", "/mnt/scratch")]),
+    ))
+    .patched;
+    let spec = template_spec(&patched);
+    let installer: Vec<String> =
+        serde_json::from_value(spec["initContainers"][0]["command"].clone()).unwrap();
+    let mapped = cleaner::map_argv(&installer, IMAGE_PROGRAM, binary, &[(PROGRAM_DIR, &volume)]);
+    let output = Command::new(&mapped[0])
+        .args(&mapped[1..])
+        .output()
+        .expect("run the installer");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let installed = volume.join(prestop_clean::argv::PROGRAM_NAME);
+    assert!(installed.is_file(), "the installer wrote no program");
+
+    let argv = pre_stop_argv(container(&patched, 0));
+    let output = run(&installed, &tree, &argv);
+    assert!(output.status.success(), "{}", stderr(&output));
+    tree.assert_clean(&tree.target, "installed prestop-clean");
 }
 
 #[test]
