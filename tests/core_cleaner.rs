@@ -367,3 +367,17 @@ fn shell_less_images_get_the_program_around_their_own_hook() {
         outcome.warnings()
     );
 }
+
+#[test]
+fn a_new_cleaner_image_is_one_replace_on_the_next_pass() {
+    let injected = mutate(seed_job()).patched;
+    let config =
+        Config::from_yaml("cleaner: {image: 'ghcr.io/prestop-injector/prestop-injector:0.2.0'}\n")
+            .unwrap();
+    let outcome = mutate_with(Endpoint::Mutate, &config, injected);
+    assert_eq!(
+        outcome.paths(),
+        ["/spec/template/spec/initContainers/0/image"],
+        "an upgrade touches the image only"
+    );
+}
