@@ -381,3 +381,21 @@ fn a_new_cleaner_image_is_one_replace_on_the_next_pass() {
         "an upgrade touches the image only"
     );
 }
+
+#[test]
+fn a_program_hook_that_shell_mode_cannot_run_gives_the_users_hook_back() {
+    let object = distroless_nginx_job(json!({"prestop-injector.io/cleanup": "auto"}));
+    let injected = mutate(object.clone()).patched;
+    let config = Config::from_yaml("sidecar: {allowed: false}\ncleaner: {mode: shell}\n").unwrap();
+    let outcome = mutate_with(Endpoint::Mutate, &config, injected);
+    assert_eq!(
+        template_spec(&outcome.patched)["containers"][0],
+        template_spec(&object)["containers"][0]
+    );
+    assert_eq!(template_spec(&outcome.patched).get("initContainers"), None);
+    assert!(
+        outcome.warnings().contains("has no shell"),
+        "{}",
+        outcome.warnings()
+    );
+}

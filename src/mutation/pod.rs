@@ -318,7 +318,9 @@ fn plan_container(
             warnings.push(format!(
                 "container {name:?}: {reason}; cleanup skipped (sidecar mode not available)"
             ));
-            return Plan::Leave;
+            // A hook of ours that cannot run here any more (say the program's, after a
+            // switch to cleaner.mode: shell) gives the user's handler back.
+            return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (Action::Custom(_), true, _) => warnings.push(format!(
             "container {name:?}: a custom command runs as an exec preStop"
