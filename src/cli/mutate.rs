@@ -57,6 +57,9 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    for warning in config.warnings() {
+        eprintln!("Warning: config: {warning}");
+    }
     let (text, source) = read_input(&args.file)?;
     let input = input::read(&text, &source)?;
     let endpoint = if args.auto {

@@ -26,6 +26,7 @@ use serde_json::{Map, Value};
 use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
 use workload::Workload;
 
+pub mod delivery;
 mod env_refs;
 mod existing;
 mod grace;
@@ -252,7 +253,7 @@ fn patch_template(
     };
     let mut mutated = original.clone();
     let warnings = mutate(&mut mutated, original)?;
-    let mut operations = json_patch::diff(original, &mutated).0;
+    let mut operations = delivery::diff(original, &mutated);
     if !workload.template.is_empty() {
         let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
         for operation in &mut operations {
