@@ -183,12 +183,7 @@ fn wanted_actions(
                     continue;
                 }
                 let found = targets::auto_targets(spec, container, config);
-                for (target, nested) in &found.skipped {
-                    warnings.push(format!(
-                        "container {:?}: {target} not cleaned: {nested} is mounted inside it",
-                        name_of(container)
-                    ));
-                }
+                warnings.extend(auto_warnings(name_of(container), &found));
                 actions.push((!found.targets.is_empty()).then_some(Action::Cleanup(found.targets)));
             }
         }
@@ -203,7 +198,11 @@ fn wanted_actions(
                 {
                     match targets::check_explicit(spec, container, path, config) {
                         Ok(()) => per_container[index].push(path.clone()),
-                        Err(PathRefusal::NotMounted) => {}
+                        // A safety rule refuses the path for the whole pod, even when
+                        // another container could clean it: the user asked for it.
+                        Err(other) if !other.is_not_ours() => {
+                            return Err(explicit_refusal(paths, path, name_of(container), &other))
+                        }
                         Err(other) => refusal = other,
                     }
                 }
@@ -211,7 +210,7 @@ fn wanted_actions(
                     .iter()
                     .all(|paths_of| !paths_of.contains(path))
                 {
-                    return Err(explicit_refusal(paths, path, refusal));
+                    return Err(explicit_refusal(paths, path, "", &refusal));
                 }
             }
             actions.extend(
@@ -224,24 +223,76 @@ fn wanted_actions(
     Ok(actions)
 }
 
-fn explicit_refusal(paths: &[String], path: &str, refusal: PathRefusal) -> BadAnnotation {
-    let problem = match refusal {
-        PathRefusal::NotMounted => {
-            format!("{path} is not at or below a writable volumeMount of the selected containers")
+/// The denial for an explicit path: which path, in which container, why, and what is
+/// accepted.
+fn explicit_refusal(
+    paths: &[String],
+    path: &str,
+    container: &str,
+    refusal: &PathRefusal,
+) -> BadAnnotation {
+    let place = if container.is_empty() || refusal.is_not_ours() {
+        String::new()
+    } else {
+        format!(" in container {container:?}")
+    };
+    let accepted = match refusal {
+        PathRefusal::NotMounted | PathRefusal::ReadOnly(_) | PathRefusal::Nested(_) => {
+            "give paths inside the container's own writable mounts, with no other mount inside"
         }
-        PathRefusal::ReadOnly(mount) => format!("{path} is on the read-only mount {mount}"),
-        PathRefusal::Protected { mount, host_path } => {
-            format!("{path} is on {mount}, a hostPath volume of the protected host directory {host_path}")
+        PathRefusal::BadMountPath(_) | PathRefusal::Duplicate(_) => {
+            "give every volumeMount its own absolute mountPath without .."
         }
-        PathRefusal::Nested(nested) => {
-            format!("{path} has another volume mounted inside it at {nested}")
+        PathRefusal::BadSubPath { .. } => "use a relative subPath without ..",
+        PathRefusal::Protected { .. } | PathRefusal::NotAllowed { .. } => {
+            "give paths on host directories that are scratch space, not system or protected data"
+        }
+        PathRefusal::HostOverlap { .. } => {
+            "give paths whose host directory holds no other volume of the pod"
         }
     };
     BadAnnotation::new(
         CLEANUP,
         &paths.join(","),
-        format!("{problem}; give paths inside the container's own writable mounts"),
+        format!("{path}{place} {}; {accepted}", refusal.reason()),
     )
+}
+
+/// One warning per `auto` candidate refused, or one for a container whose mounts cannot
+/// all be read (it gets no cleanup at all).
+fn auto_warnings(container: &str, found: &targets::AutoTargets) -> Vec<String> {
+    if let Some(bad) = &found.unreadable {
+        return vec![fit(format!(
+            "container {container:?} not cleaned: mountPath {} cannot be normalized",
+            bad.mount_path
+        ))];
+    }
+    found
+        .skipped
+        .iter()
+        .map(|(target, refusal)| {
+            fit(match refusal {
+                PathRefusal::Nested(nested) => format!(
+                    "container {container:?}: {target} not cleaned: {nested} is mounted inside it"
+                ),
+                other => format!(
+                    "container {container:?}: {target} not cleaned: it {}",
+                    other.reason()
+                ),
+            })
+        })
+        .collect()
+}
+
+/// SPEC §8: a warning is at most 120 characters; long names and paths are cut.
+fn fit(warning: String) -> String {
+    const MAX: usize = 120;
+    if warning.chars().count() <= MAX {
+        return warning;
+    }
+    let mut cut: String = warning.chars().take(MAX - 1).collect();
+    cut.push('…');
+    cut
 }
 
 fn plan_container(
