@@ -488,3 +488,68 @@ fn class9_allowed_prefixes_apply_to_explicit_paths() {
     );
     assert_eq!(cleaned(&outcome), ["/cache"]);
 }
+
+// ---- class 9 (a): an exec'd `/bin/sleep N` counts in the grace estimate ----
+
+#[test]
+fn class9_exec_bin_sleep_counts_in_the_grace_period() {
+    for argv in [
+        json!(["/bin/sleep", "60"]),
+        json!(["sleep", "60"]),
+        json!(["/usr/bin/sleep", "1m"]),
+    ] {
+        let mut container = app(json!([{"name": "d", "mountPath": "/data"}]));
+        container["lifecycle"] = json!({"preStop": {"exec": {"command": argv}}});
+        let outcome = auto(
+            container,
+            json!([host("d", "/mnt/data")]),
+            &Config::default(),
+        );
+        assert_eq!(cleaned(&outcome), ["/data"]);
+        // 60 s of sleep + the 30 s cleanup budget + 10 s of shutdown.
+        assert_eq!(core_support::grace(&outcome.patched), Some(100), "{argv}");
+    }
+}
+
+// ---- class 9 (d): a failed cleanup after a successful user hook fails the hook ----
+
+#[path = "support/shells.rs"]
+mod shells;
+
+#[test]
+fn class9_failed_cleanup_after_a_successful_user_hook_fails_the_hook() {
+    // busybox find is an applet: a fake `find` on PATH cannot replace it.
+    for shell in shells::shells()
+        .into_iter()
+        .filter(|s| s.name != "busybox sh")
+    {
+        for (user_status, want) in [(0, 1), (3, 3)] {
+            let tree = shells::Tree::new();
+            tree.fill(&tree.target);
+            let (_log, path) = shells::fake_find(&tree);
+            let user = vec![
+                shell.path.display().to_string(),
+                "-c".to_owned(),
+                format!("exit {user_status}"),
+            ];
+            let argv = Hook {
+                shell: shell.path.display().to_string(),
+                before: prestop_injector::mutation::hook::Before::Exec(user),
+                action: Action::Cleanup(vec![tree.path(&tree.target)]),
+            }
+            .to_argv();
+            let output = shell
+                .command(&argv, &tree.cwd)
+                .env("PATH", path)
+                .output()
+                .expect("run the hook");
+            assert_eq!(
+                output.status.code(),
+                Some(want),
+                "{}: user exits {user_status}: {}",
+                shell.name,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+}

@@ -242,6 +242,13 @@ mod tests {
             ),
             (
                 hook(
+                    Before::Exec(strings(&["/bin/sleep", "60"])),
+                    Action::Cleanup(vec![]),
+                ),
+                60,
+            ),
+            (
+                hook(
                     Before::Sleep(3),
                     Action::Custom("mysleep 9; sleep $X".to_owned()),
                 ),
