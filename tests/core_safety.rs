@@ -553,3 +553,20 @@ fn class9_failed_cleanup_after_a_successful_user_hook_fails_the_hook() {
         }
     }
 }
+
+#[test]
+fn class3_our_sidecars_copies_are_not_other_volumes() {
+    // The sidecar copies the mount (without its env, on this branch): on the second pass
+    // its copy must not count as another view of the volume, or the cleanup would flip
+    // off and on (mutate_with asserts that the second pass gives no patch).
+    let container = json!({"name": "app", "image": "busybox:1.36",
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "volumeMounts": [{"name": "d", "mountPath": "/work", "subPathExpr": "$(POD_NAME)"}]});
+    let outcome = mutate(job(
+        json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}),
+        container,
+        json!([host("d", "/mnt/scratch")]),
+    ));
+    let init = &outcome.patched["spec"]["template"]["spec"]["initContainers"];
+    assert_eq!(init.as_array().map(Vec::len), Some(1), "{outcome:?}");
+}

@@ -6,7 +6,10 @@
 //! (or the prefix itself, when the expression may expand to nothing). Every check treats an
 //! open path as every directory it may be: fail closed.
 
-use super::mounts::{is_at_or_below, normalize, on_one_line, Mount, SubPath};
+use super::mounts::{
+    is_at_or_below, kubelet_mount_path, normalize, on_one_line, sub_path, Mount, SubPath,
+};
+use crate::mutation::hook::sidecar_targets;
 use serde_json::Value;
 
 /// A directory on the node, or the set of directories it may be.
@@ -179,7 +182,11 @@ pub fn pod_views(spec: &Value) -> Vec<View> {
     }
     for field in ["initContainers", "containers", "ephemeralContainers"] {
         let containers = spec.get(field).and_then(Value::as_array);
-        for container in containers.into_iter().flatten() {
+        for container in containers
+            .into_iter()
+            .flatten()
+            .filter(|c| !is_our_sidecar(c))
+        {
             let list = container.get("volumeMounts").and_then(Value::as_array);
             for raw in list.into_iter().flatten() {
                 if let Some(view) = mount_view(spec, raw, container) {
@@ -191,22 +198,33 @@ pub fn pod_views(spec: &Value) -> Vec<View> {
     views
 }
 
+/// Our own cleanup sidecar copies the targets' mounts and is rebuilt from the decision on
+/// every pass; counting its copies would refuse the targets they copy on the next pass.
+/// Its merged mount list is checked on its own (the sidecar calls `check_target`).
+fn is_our_sidecar(container: &Value) -> bool {
+    let argv: Option<Vec<String>> = container
+        .get("command")
+        .and_then(Value::as_array)
+        .and_then(|argv| argv.iter().map(|a| a.as_str().map(str::to_owned)).collect());
+    argv.is_some_and(|argv| sidecar_targets(&argv).is_some())
+}
+
 fn mount_view(spec: &Value, raw: &Value, container: &Value) -> Option<View> {
     let name = raw.get("name").and_then(Value::as_str)?;
     let base = volume_host_path(volume(spec, name)?)?;
-    let mount = Mount::parse(raw, container).ok();
-    let sub_path = mount
-        .as_ref()
-        .map_or(SubPath::Invalid(String::new()), |m| m.sub_path.clone());
-    let host = with_sub_path(base.clone(), &sub_path).unwrap_or(HostPath {
-        known: base.known,
-        open: Some(Open::AtOrBelow),
-    });
+    let sub_path = sub_path(raw, container);
+    // An invalid sub path may be joined in ways we cannot predict (`x/../..` is above the
+    // volume): it may show any directory of the node.
+    let host = with_sub_path(base, &sub_path).unwrap_or_else(|_| HostPath::anywhere());
+    let mount_path = raw
+        .get("mountPath")
+        .and_then(Value::as_str)
+        .and_then(kubelet_mount_path);
     Some(View {
         volume: name.to_owned(),
         sub_path,
         host,
-        mount_path: mount.map(|m| m.path),
+        mount_path,
     })
 }
 

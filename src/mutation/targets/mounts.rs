@@ -151,7 +151,8 @@ pub fn mount_of<'m, 'a>(mounts: &'m [Mount<'a>], path: &str) -> Option<&'m Mount
         .max_by_key(|mount| mount.path.len())
 }
 
-fn sub_path(raw: &Value, container: &Value) -> SubPath {
+/// The `subPath` / `subPathExpr` of a raw `volumeMount`.
+pub(super) fn sub_path(raw: &Value, container: &Value) -> SubPath {
     let text = |key: &str| raw.get(key).filter(|v| !v.is_null());
     match (text("subPath"), text("subPathExpr")) {
         (None, None) => SubPath::Whole,
