@@ -142,7 +142,7 @@ fn views(spec: &Value) -> Vec<(String, String, String, Host)> {
                     },
                     |known| Host { known, open: false },
                 );
-            out.push((name, String::new(), String::new(), host));
+            out.push((name, "/".to_owned(), String::new(), host));
         }
     }
     for field in ["initContainers", "containers", "ephemeralContainers"] {
@@ -157,17 +157,25 @@ fn views(spec: &Value) -> Vec<(String, String, String, Host)> {
                         open: true,
                     },
                 };
-                let key = |k: &str| m[k].as_str().unwrap_or("").to_owned();
-                out.push((
-                    m["name"].as_str().unwrap_or("").to_owned(),
-                    key("subPath"),
-                    key("subPathExpr"),
-                    host,
-                ));
+                let (sub, expr) = source(m);
+                out.push((m["name"].as_str().unwrap_or("").to_owned(), sub, expr, host));
             }
         }
     }
     out
+}
+
+/// Which directory of its volume a mount shows: its `subPath` cleaned (`./` is the
+/// volume itself, like no subPath) and its `subPathExpr`.
+fn source(mount: &Value) -> (String, String) {
+    let sub = mount["subPath"].as_str().unwrap_or("");
+    let sub = match clean(sub) {
+        _ if sub.is_empty() => "/".to_owned(),
+        Some(cleaned) if !sub.starts_with('/') => cleaned,
+        _ => format!("invalid {sub}"),
+    };
+    let expr = mount["subPathExpr"].as_str().unwrap_or("").to_owned();
+    (sub, expr)
 }
 
 fn protected(host: &Host, extra: &[String]) -> Option<String> {
@@ -241,12 +249,8 @@ fn check(spec: &Value, mounts: &[Value], target: &str, extra: &[String]) -> Resu
             "{target}: host path {host:?} overlaps protected {entry}"
         ));
     }
-    let key = |k: &str| own[k].as_str().unwrap_or("").to_owned();
-    let own_key = (
-        own["name"].as_str().unwrap_or("").to_owned(),
-        key("subPath"),
-        key("subPathExpr"),
-    );
+    let (sub, expr) = source(own);
+    let own_key = (own["name"].as_str().unwrap_or("").to_owned(), sub, expr);
     for (name, sub, expr, other) in views(spec) {
         if (name.clone(), sub, expr) == own_key {
             continue;
