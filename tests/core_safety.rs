@@ -570,3 +570,32 @@ fn class3_our_sidecars_copies_are_not_other_volumes() {
     let init = &outcome.patched["spec"]["template"]["spec"]["initContainers"];
     assert_eq!(init.as_array().map(Vec::len), Some(1), "{outcome:?}");
 }
+
+#[test]
+fn class1_a_volume_declared_twice_is_never_cleaned() {
+    // Renamed attack: the mount names `d`, and `d` is also /etc further down the list.
+    let volumes = json!([host("d", "/mnt/scratch"), host("d", "/etc")]);
+    let outcome = auto(
+        app(json!([{"name": "d", "mountPath": "/d"}])),
+        volumes.clone(),
+        &Config::default(),
+    );
+    assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
+    let outcome = explicit(
+        "/d",
+        app(json!([{"name": "d", "mountPath": "/d"}])),
+        volumes,
+        &Config::default(),
+    );
+    assert_denied(&outcome, &["more than once"]);
+}
+
+#[test]
+fn class2_read_only_that_is_not_a_boolean_is_read_only() {
+    let outcome = auto(
+        app(json!([{"name": "d", "mountPath": "/d", "readOnly": "true"}])),
+        json!([host("d", "/mnt/scratch")]),
+        &Config::default(),
+    );
+    assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
+}

@@ -240,6 +240,7 @@ fn explicit_refusal(
         PathRefusal::NotMounted | PathRefusal::ReadOnly(_) | PathRefusal::Nested(_) => {
             "give paths inside the container's own writable mounts, with no other mount inside"
         }
+        PathRefusal::AmbiguousVolume(_) => "declare each volume once in spec.volumes",
         PathRefusal::BadMountPath(_) | PathRefusal::Duplicate(_) => {
             "give every volumeMount its own absolute mountPath without .."
         }

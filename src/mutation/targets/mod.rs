@@ -40,6 +40,9 @@ pub enum PathRefusal {
     Duplicate(String),
     /// Another mount lies at or below the path.
     Nested(String),
+    /// `spec.volumes` declares the mount's volume more than once: which one is meant is
+    /// a guess (the API server refuses this; the `mutate` CLI may not have asked it).
+    AmbiguousVolume(String),
     /// The mount's subPath is absolute, has `..` or is not a string.
     BadSubPath { mount: String, sub_path: String },
     /// The host path is inside or contains a protected entry.
@@ -72,6 +75,9 @@ impl PathRefusal {
             PathRefusal::Duplicate(path) => format!("is on {path}, where two volumes are mounted"),
             PathRefusal::Nested(nested) => {
                 format!("has another volume mounted inside it at {nested}")
+            }
+            PathRefusal::AmbiguousVolume(name) => {
+                format!("is on volume {name:?}, which spec.volumes declares more than once")
             }
             PathRefusal::BadSubPath { mount, sub_path } => {
                 format!("is on {mount}, whose subPath {sub_path} is absolute or has ..")
@@ -126,6 +132,11 @@ pub fn check_target(
         .find(|m| m.path != mount.path && is_at_or_below(&m.path, target))
     {
         return Err(PathRefusal::Nested(nested.path.clone()));
+    }
+    let declared = spec.get("volumes").and_then(Value::as_array);
+    let same_name = |v: &&Value| v.get("name").and_then(Value::as_str) == Some(mount.volume);
+    if declared.is_some_and(|list| list.iter().filter(same_name).count() > 1) {
+        return Err(PathRefusal::AmbiguousVolume(mount.volume.to_owned()));
     }
     let Some(host) = mount_host_path(spec, mount) else {
         return Ok(None);

@@ -110,7 +110,12 @@ impl<'a> Mount<'a> {
         Ok(Mount {
             volume,
             path,
-            writable: raw.get("readOnly").and_then(Value::as_bool) != Some(true),
+            // Anything but an absent or false `readOnly` is read-only: a value the API
+            // server would refuse must not make a mount cleanable.
+            writable: matches!(
+                raw.get("readOnly"),
+                None | Some(Value::Null | Value::Bool(false))
+            ),
             sub_path: sub_path(raw, container),
             raw,
         })
