@@ -14,6 +14,7 @@
 //! container, and the sidecar applies it to its own merged mount list.
 
 mod host;
+pub(crate) mod messages;
 mod mounts;
 mod protection;
 
@@ -240,4 +241,56 @@ pub fn check_explicit(
     let mounts =
         container_mounts(container).map_err(|bad| PathRefusal::BadMountPath(bad.mount_path))?;
     check_target(spec, &mounts, path, config).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// How the sidecar uses the rule: its merged list of the app containers' mounts.
+    #[test]
+    fn a_merged_mount_list_is_checked_as_one_container() {
+        let spec = json!({
+            "containers": [
+                {"name": "a", "volumeMounts": [{"name": "scratch", "mountPath": "/data"}]},
+                {"name": "b", "volumeMounts": [{"name": "db", "mountPath": "/data/keep"}]},
+            ],
+            "volumes": [
+                {"name": "scratch", "hostPath": {"path": "/mnt/scratch"}},
+                {"name": "db", "persistentVolumeClaim": {"claimName": "db"}},
+            ],
+        });
+        let config = Config::default();
+        let [a, b] = [&spec["containers"][0], &spec["containers"][1]];
+        let own = container_mounts(a).unwrap();
+        let host = check_target(&spec, &own, "/data", &config).unwrap();
+        assert_eq!(host.map(|h| h.known).as_deref(), Some("/mnt/scratch"));
+        let merged: Vec<Mount> = own
+            .into_iter()
+            .chain(container_mounts(b).unwrap())
+            .collect();
+        assert_eq!(
+            check_target(&spec, &merged, "/data", &config),
+            Err(PathRefusal::Nested("/data/keep".into()))
+        );
+    }
+
+    #[test]
+    fn refusals_in_order() {
+        let spec = json!({"volumes": [{"name": "h", "hostPath": {"path": "/mnt/h"}}, {"name": "e", "emptyDir": {}}]});
+        let container = json!({"volumeMounts": [
+            {"name": "h", "mountPath": "/h"},
+            {"name": "e", "mountPath": "/h/"},
+            {"name": "e", "mountPath": "/ro", "readOnly": true},
+            {"name": "h", "mountPath": "/sub", "subPath": "/abs"},
+        ]});
+        let mounts = container_mounts(&container).unwrap();
+        let check = |path: &str| check_target(&spec, &mounts, path, &Config::default());
+        assert_eq!(check("/nowhere"), Err(PathRefusal::NotMounted));
+        assert_eq!(check("/h/x"), Err(PathRefusal::Duplicate("/h".into())));
+        assert_eq!(check("/ro"), Err(PathRefusal::ReadOnly("/ro".into())));
+        assert!(matches!(check("/sub"), Err(PathRefusal::BadSubPath { .. })));
+        assert!(matches!(check("/"), Err(PathRefusal::Protected { .. })));
+    }
 }
