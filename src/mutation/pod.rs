@@ -149,7 +149,8 @@ fn plan(
         && actions.iter().all(Option::is_none)
     {
         warnings.push(
-            "nothing to clean: no writable hostPath directory mounts (cleanup: auto)".to_owned(),
+            "nothing to clean: no writable hostPath directory mount may be cleaned (cleanup: auto)"
+                .to_owned(),
         );
     }
     Ok(containers

@@ -24,7 +24,7 @@ pub(crate) fn explicit_refusal(
         }
         PathRefusal::AmbiguousVolume(_) => "declare each volume once in spec.volumes",
         PathRefusal::BadMountPath(_) | PathRefusal::Duplicate(_) => {
-            "give every volumeMount its own absolute mountPath without .."
+            "give each volumeMount its own mountPath without .., or pick containers with prestop-injector.io/containers"
         }
         PathRefusal::BadSubPath { .. } => "use a relative subPath without ..",
         PathRefusal::Protected { .. } | PathRefusal::NotAllowed { .. } => {

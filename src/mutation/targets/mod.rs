@@ -71,7 +71,7 @@ impl PathRefusal {
             PathRefusal::NotMounted => "is not at or below a writable volumeMount".to_owned(),
             PathRefusal::ReadOnly(mount) => format!("is on the read-only mount {mount}"),
             PathRefusal::BadMountPath(raw) => {
-                format!("is in a container with the mountPath {raw}, which cannot be normalized")
+                format!("cannot be checked: the mountPath {raw} cannot be normalized")
             }
             PathRefusal::Duplicate(path) => format!("is on {path}, where two volumes are mounted"),
             PathRefusal::Nested(nested) => {
@@ -86,9 +86,12 @@ impl PathRefusal {
             PathRefusal::Protected { host_path, entry } if host_path == entry => {
                 format!("is the protected host directory {entry}")
             }
+            PathRefusal::Protected { host_path, entry } if is_at_or_below(host_path, entry) => {
+                format!("is host path {host_path}, inside the protected host directory {entry}")
+            }
             PathRefusal::Protected { host_path, entry } => {
                 format!(
-                    "is host path {host_path}, which overlaps the protected host directory {entry}"
+                    "is host path {host_path}, which holds the protected host directory {entry}"
                 )
             }
             PathRefusal::NotAllowed { host_path } => {
