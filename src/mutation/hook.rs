@@ -101,7 +101,11 @@ impl Hook {
         };
         // Only the exact text we render counts: an edited or look-alike script is the
         // user's, and wrapping it again is safer than silently replacing it.
-        (hook.to_argv() == argv).then_some(hook)
+        let rendered = hook.to_argv();
+        let legacy = script::legacy_hook_script(shape).is_some_and(|old| {
+            *text == old && rendered[..2] == argv[..2] && rendered[3..] == argv[3..]
+        });
+        (rendered == argv || legacy).then_some(hook)
     }
 
     /// Seconds of literal `sleep N` the hook will run: the `Sleep` action, sleeps in the
@@ -209,6 +213,24 @@ mod tests {
             Hook::from_argv(&sidecar_argv("/bin/sh", &strings(&["/a"]))),
             None
         );
+    }
+
+    #[test]
+    fn hooks_of_earlier_releases_are_ours() {
+        let h = hook(
+            Before::Exec(strings(&["/bin/echo", "bye"])),
+            Action::Cleanup(strings(&["/data"])),
+        );
+        let mut old = h.to_argv();
+        old[2] = old[2].replace(
+            "rc=$?\n[ \"$status\" -eq 0 ] || exit \"$status\"\nexit \"$rc\"\n",
+            "exit \"$status\"\n",
+        );
+        assert_ne!(old, h.to_argv());
+        assert_eq!(Hook::from_argv(&old), Some(h));
+        let mut edited = old.clone();
+        edited[2].push_str("echo extra\n");
+        assert_eq!(Hook::from_argv(&edited), None);
     }
 
     #[test]

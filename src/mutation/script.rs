@@ -162,6 +162,15 @@ pub fn hook_script(shape: Shape) -> String {
     text
 }
 
+/// The text releases before the composed exit status (SPEC §4) rendered for `shape`:
+/// a composed hook exited with the user's status even when the cleanup failed. Only
+/// composed hooks differ. Recognised as ours so that an upgrade replaces such a hook
+/// instead of wrapping it (and its old targets) as if it were the user's.
+pub fn legacy_hook_script(shape: Shape) -> Option<String> {
+    (shape.before == BeforeShape::Exec)
+        .then(|| hook_script(shape).replace(EXIT_COMPOSED, "exit \"$status\"\n"))
+}
+
 /// The shape a hook script declares in its header; `None` when it is not ours.
 pub fn parse_header(script: &str) -> Option<Shape> {
     let rest = script.lines().next()?.strip_prefix(HOOK_HEADER)?;
