@@ -13,8 +13,12 @@
 //! - unknown fields survive: every leaf outside the fields we may rewrite is unchanged;
 //! - the grace period is never lowered;
 //! - every cleanup target we wrote is normalized, never `/`, and at or below a writable
-//!   mount of the container that cleans it.
+//!   mount of the container that cleans it;
+//! - no target has another volume at or below it (container side, mount paths read as
+//!   the kubelet reads them; host side, any hostPath view of the pod), and no target's
+//!   host path is inside or contains a protected path (`tests/support/safety_oracle.rs`).
 
+use crate::safety_oracle::{self, SidecarMounts};
 use prestop_injector::admission::{self, Operation, Outcome, Request};
 use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
@@ -143,6 +147,26 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
     let after = patched.pointer(template).unwrap_or(&Value::Null);
     check_grace(before, after);
     check_targets(before, after);
+    check_safety(after, config);
+}
+
+/// SPEC §3 (issue 9 classes 1–3): no target has another volume at or below it in the
+/// container that cleans it, no other hostPath view of the pod at or below its host path,
+/// and its host path neither inside nor containing a protected path.
+pub fn check_safety(template: &Value, config: &Config) {
+    let protected: Vec<String> = config
+        .protected_host_paths
+        .iter()
+        .filter_map(|p| normalize(p))
+        .collect();
+    let spec = template.get("spec").unwrap_or(&Value::Null);
+    // The sidecar's own merged list (class 4) is checked once the sidecar branch lands:
+    // then use `SidecarMounts::Own`.
+    let violations = safety_oracle::violations(spec, &protected, SidecarMounts::SourceContainer);
+    assert!(
+        violations.is_empty(),
+        "SPEC §3 violated: {violations:?}\nin {template}"
+    );
 }
 
 fn json(patch: &json_patch::Patch) -> String {

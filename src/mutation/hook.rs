@@ -172,7 +172,12 @@ impl Hook {
         };
         // Only the exact text we render counts: an edited or look-alike script is the
         // user's, and wrapping it again is safer than silently replacing it.
-        (hook.to_shell_argv() == argv).then_some(hook)
+        let rendered = hook.to_shell_argv();
+        // A release before the exit-status fix rendered other text for the same shape.
+        let legacy = script::legacy_hook_script(shape).is_some_and(|old| {
+            *text == old && rendered[..2] == argv[..2] && rendered[3..] == argv[3..]
+        });
+        (rendered == argv || legacy).then_some(hook)
     }
 
     /// Seconds of literal `sleep N` the hook will run: the `Sleep` action, sleeps in the
@@ -298,6 +303,24 @@ mod tests {
     }
 
     #[test]
+    fn hooks_of_earlier_releases_are_ours() {
+        let h = hook(
+            Before::Exec(strings(&["/bin/echo", "bye"])),
+            Action::Cleanup(strings(&["/data"])),
+        );
+        let mut old = h.to_shell_argv();
+        old[2] = old[2].replace(
+            "rc=$?\n[ \"$status\" -eq 0 ] || exit \"$status\"\nexit \"$rc\"\n",
+            "exit \"$status\"\n",
+        );
+        assert_ne!(old, h.to_shell_argv());
+        assert_eq!(Hook::from_argv(&old), Some(h));
+        let mut edited = old.clone();
+        edited[2].push_str("echo extra\n");
+        assert_eq!(Hook::from_argv(&edited), None);
+    }
+
+    #[test]
     fn sidecar_round_trip() {
         let targets = strings(&["/data", "/with space"]);
         let argv = sidecar_argv("/bin/sh", &targets);
@@ -325,6 +348,13 @@ mod tests {
                     Action::Custom("sleep 2".to_owned()),
                 ),
                 12,
+            ),
+            (
+                hook(
+                    Before::Exec(strings(&["/bin/sleep", "60"])),
+                    Action::Cleanup(vec![]),
+                ),
+                60,
             ),
             (
                 hook(

@@ -5,8 +5,9 @@
 use super::delivery::Delivery;
 use super::existing::Existing;
 use super::hook::{Action, Before, Hook};
-use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
+use super::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
+use super::targets::messages::{auto_warnings, explicit_refusal};
 use super::targets::{self, PathRefusal};
 use super::{grace, image, sharing, shell_fix, stale_paths};
 use crate::config::{CleanerMode, Config, Mode};
@@ -228,7 +229,8 @@ fn plan(
         && actions.iter().all(Option::is_none)
     {
         warnings.push(
-            "nothing to clean: no writable hostPath directory mounts (cleanup: auto)".to_owned(),
+            "nothing to clean: no writable hostPath directory mount may be cleaned (cleanup: auto)"
+                .to_owned(),
         );
     }
     Ok(containers
@@ -263,12 +265,7 @@ fn wanted_actions(
                     continue;
                 }
                 let found = targets::auto_targets(spec, container, config);
-                for (target, nested) in &found.skipped {
-                    warnings.push(format!(
-                        "container {:?}: {target} not cleaned: {nested} is mounted inside it",
-                        name_of(container)
-                    ));
-                }
+                warnings.extend(auto_warnings(name_of(container), &found));
                 actions.push((!found.targets.is_empty()).then_some(Action::Cleanup(found.targets)));
             }
         }
@@ -283,7 +280,11 @@ fn wanted_actions(
                 {
                     match targets::check_explicit(spec, container, path, config) {
                         Ok(()) => per_container[index].push(path.clone()),
-                        Err(PathRefusal::NotMounted) => {}
+                        // A safety rule refuses the path for the whole pod, even when
+                        // another container could clean it: the user asked for it.
+                        Err(other) if !other.is_not_ours() => {
+                            return Err(explicit_refusal(paths, path, name_of(container), &other))
+                        }
                         Err(other) => refusal = other,
                     }
                 }
@@ -291,7 +292,7 @@ fn wanted_actions(
                     .iter()
                     .all(|paths_of| !paths_of.contains(path))
                 {
-                    return Err(explicit_refusal(paths, path, refusal));
+                    return Err(explicit_refusal(paths, path, "", &refusal));
                 }
             }
             actions.extend(
@@ -302,26 +303,6 @@ fn wanted_actions(
         }
     }
     Ok(actions)
-}
-
-fn explicit_refusal(paths: &[String], path: &str, refusal: PathRefusal) -> BadAnnotation {
-    let problem = match refusal {
-        PathRefusal::NotMounted => {
-            format!("{path} is not at or below a writable volumeMount of the selected containers")
-        }
-        PathRefusal::ReadOnly(mount) => format!("{path} is on the read-only mount {mount}"),
-        PathRefusal::Protected { mount, host_path } => {
-            format!("{path} is on {mount}, a hostPath volume of the protected host directory {host_path}")
-        }
-        PathRefusal::Nested(nested) => {
-            format!("{path} has another volume mounted inside it at {nested}")
-        }
-    };
-    BadAnnotation::new(
-        CLEANUP,
-        &paths.join(","),
-        format!("{problem}; give paths inside the container's own writable mounts"),
-    )
 }
 
 fn plan_container(
