@@ -24,6 +24,7 @@ need=()
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
+command -v jq >/dev/null || need+=(jq)
 if [[ ! -x "$APISERVER" ]]; then
   command -v go >/dev/null || need+=(golang-go)
   [[ -f "$REFLECT2_SRC/reflect2.go" ]] || need+=(golang-github-modern-go-reflect2-dev)
