@@ -277,6 +277,7 @@ EOF
 # --- scenarios -------------------------------------------------------------------------
 seed_dry_run() {
   kc apply --dry-run=server -o json -f examples/job-worker.yaml
+  cp "$WORK/err" "$WORK/seed-dry-run.stderr"
   expect "exit status 0" test "$STATUS" -eq 0
   local spec="$TEMPLATE.spec"
   expect "a preStop exec cleaning /test-package" jqt "$OUT" "$spec.containers[0] | $PRESTOP_CLEANS"
