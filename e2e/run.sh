@@ -473,6 +473,74 @@ sidecar_refused() {
   expect "the webhook knows the version (metric)" test "$(metric prestop_injector_kubernetes_version_known)" = 1
 }
 
+version_unknown() {
+  stop_webhook
+  KUBECONFIG=/nonexistent start_webhook "$CONFIG_WARN"
+  expect "metric: version not known" test "$(metric prestop_injector_kubernetes_version_known)" = 0
+  expect "metric: decided as 1.20" test "$(metric prestop_injector_kubernetes_minor_version)" = 20
+  expect "a log line says so" grep -q 'cannot learn the Kubernetes version from the API server; behaving as on 1.20' "$WORK/webhook.log"
+  kc create -f - <<<"$(job unknown-sidecar '"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"')"
+  expect "sidecar mode refused (fail closed)" has "$ERR" 'this cluster runs 1.20'
+  stop_webhook
+  start_webhook "$CONFIG_WARN"
+}
+
+# What the gate prevents: told (wrongly) that the cluster runs 1.29, the webhook adds the
+# sidecar, and this 1.20 server silently drops its restartPolicy: an init container that
+# never exits, so a pod that would never start.
+version_override() {
+  local config="$WORK/config-1.29.yaml"
+  printf 'kubernetesVersion: "1.29"\n' >"$config"
+  stop_webhook
+  start_webhook "$config"
+  expect "metric: 1.29 from the config" test "$(metric prestop_injector_kubernetes_minor_version)" = 29
+  kc create -f - <<<"$(job told-1-29 '"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"')"
+  expect "create succeeds" test "$STATUS" -eq 0
+  kc get job told-1-29 -o json
+  expect "the sidecar was added" jqt "$OUT" "($TEMPLATE.spec.initContainers | length) >= 1"
+  expect "and 1.20 dropped its restartPolicy: Always" jqt "$OUT" "$TEMPLATE.spec.initContainers | all(.restartPolicy == null)"
+  stop_webhook
+  start_webhook "$CONFIG_WARN"
+}
+
+reinvocation() {
+  local port
+  port=$(free_port)
+  python3 e2e/late_webhook.py "$port" "$WORK/webhook/tls.crt" "$WORK/webhook/tls.key" >"$WORK/late.log" 2>&1 &
+  local late_pid=$!
+  PIDS+=("$late_pid")
+  wait_for 20 curl -sk -o /dev/null "https://127.0.0.1:$port/" -d '{}'
+  local ca
+  ca=$(base64 -w0 <"$WORK/webhook/ca.crt")
+  k apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: zz-late-container}
+webhooks:
+- name: late.e2e.prestop-injector.io
+  admissionReviewVersions: [v1]
+  clientConfig: {url: "https://$WEBHOOK_HOST:$port/", caBundle: "$ca"}
+  failurePolicy: Fail
+  sideEffects: None
+  reinvocationPolicy: Never
+  namespaceSelector: {matchLabels: {e2e-late: "yes"}}
+  rules: [{apiGroups: [batch], apiVersions: [v1], operations: [CREATE], resources: [jobs], scope: Namespaced}]
+  timeoutSeconds: 5
+EOF
+  k create namespace e2e-late >/dev/null
+  k label namespace e2e-late e2e-late=yes >/dev/null
+  kc -n e2e-late create -f - <<<"$(job reinvoked '"prestop-injector.io/cleanup": "auto"')"
+  expect "create succeeds" test "$STATUS" -eq 0
+  kc -n e2e-late get job reinvoked -o json
+  local late="$TEMPLATE.spec.containers[] | select(.name == \"late\")"
+  expect "the second webhook added its container" jqt "$OUT" "[$late] | length == 1"
+  expect "reinvoked, we cleaned its /late too" jqt "$OUT" "$late | (.lifecycle.preStop.exec.command // []) | index([\"/late\"]) != null"
+  expect "and the first container still has its hook" jqt "$OUT" "$TEMPLATE.spec.containers[0] | $PRESTOP_CLEANS"
+  expect "grace covers one cleanup budget, not two stacked" jqt "$OUT" "$TEMPLATE.spec.terminationGracePeriodSeconds < 80"
+  k delete mutatingwebhookconfiguration zz-late-container >/dev/null
+  kill "$late_pid" 2>/dev/null
+}
+
 scenario "seed Job: apply --dry-run=server shows the hook, grace, /bin/sh and 3 warnings; nothing stored" seed_dry_run
 scenario "seed Job: create stores the hook" seed_create
 scenario "a Pod made from the stored template gets no patch" pod_from_template
@@ -484,6 +552,9 @@ scenario "delete --cascade=orphan refused with orphanDelete: deny" orphan_delete
 scenario "namespace opt-in: labelled namespace injected, unlabelled untouched" namespace_opt_in
 scenario "webhook down: Fail refuses with a clear error, Ignore lets it through unchanged" webhook_down
 scenario "serving certificate rotated while kubectl keeps creating" cert_rotation
+scenario "reinvocationPolicy: IfNeeded: a later webhook's container gets its cleanup" reinvocation
+scenario "version unknown: behaves as 1.20 (log line, metric, sidecar refused)" version_unknown
+scenario "kubernetesVersion \"1.29\" obeyed; shows why: 1.20 drops the sidecar's restartPolicy" version_override
 
 log "suite took $(($(date +%s) - started)) s (kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"
