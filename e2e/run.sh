@@ -196,7 +196,7 @@ metric_sum() { # name, label fragment -> sum over the samples that have it
 
 apply_webhook_configs() { # mode
   "$BIN" webhook-config --ca-file "$WORK/webhook/ca.crt" --mode "$1" \
-    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" |
+    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" 2>>"$WORK/webhook-config.err" |
     k apply -f - >/dev/null
 }
 
