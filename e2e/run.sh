@@ -267,6 +267,7 @@ spec:
       - name: worker
         image: busybox:1.37
         command: [sh, -c, "echo data > /test-package/data && sleep 10"]
+        securityContext: {runAsUser: 1000}
         volumeMounts: [{name: scratch, mountPath: /test-package}]
       volumes:
       - name: scratch

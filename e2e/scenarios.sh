@@ -41,10 +41,12 @@ seed_create() {
 
 pod_from_template() {
   [[ -n "${STORED_JOB:-}" ]] || { FAILS+=("the seed Job was stored"); return; }
-  # As the Job controller would: the template's metadata and spec, nothing else.
+  # As the Job controller would: the template's metadata and spec, owned by the Job.
   local pod
   pod=$(jq '{apiVersion: "v1", kind: "Pod",
-             metadata: (.spec.template.metadata + {name: "job-worker-pod"}),
+             metadata: (.spec.template.metadata + {name: "job-worker-pod",
+               ownerReferences: [{apiVersion: "batch/v1", kind: "Job", name: .metadata.name,
+                                  uid: .metadata.uid, controller: true}]}),
              spec: .spec.template.spec}' <<<"$STORED_JOB")
   local patches_before pods_before
   patches_before=$(metric prestop_injector_patches_total)

@@ -226,6 +226,8 @@ fn http_get_hooks_and_shell_less_images_use_the_sidecar() {
     let mut object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
     object["spec"]["template"]["spec"]["containers"][0]["lifecycle"] =
         json!({"preStop": {"httpGet": {"path": "/quit", "port": 8080}}});
+    // The sidecar runs as the container's numeric user (Pod Security `restricted`).
+    object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
     let outcome = mutate(object.clone());
     let spec = template_spec(&outcome.patched);
     assert_eq!(spec["initContainers"][0]["name"], SIDECAR_NAME);
@@ -246,6 +248,8 @@ fn http_get_hooks_and_shell_less_images_use_the_sidecar() {
     let mut object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
     object["spec"]["template"]["spec"]["containers"][0]["image"] =
         json!("gcr.io/distroless/static-debian12:nonroot");
+    object["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+        json!({"runAsUser": 65532});
     let outcome = mutate_with(Endpoint::Mutate, &config, object.clone());
     assert!(
         outcome.warnings().contains("has no shell"),
@@ -318,6 +322,8 @@ fn the_pod_level_pass_of_a_controller_created_pod_is_a_no_op() {
         json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}),
     );
     object["spec"]["template"]["metadata"] = json!({"annotations": {"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}});
+    object["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+        json!({"runAsUser": 1000});
     let job = mutate(object).patched;
     let template = &job["spec"]["template"];
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});

@@ -20,6 +20,7 @@ fn a_finished_sidecar_job_has_its_scratch_directory_emptied() {
         tree.fill(&tree.target);
         let mount_path = tree.path(&tree.target);
         let container = json!({"name": "worker", "image": "busybox:1.36", "command": ["sh", "-c", "true"],
+            "securityContext": {"runAsUser": 1000},
             "volumeMounts": [{"name": "scratch", "mountPath": mount_path}]});
         let object = job(
             json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}),

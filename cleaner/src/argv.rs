@@ -222,7 +222,11 @@ mod tests {
             Before::Exec(vec![]),
             Before::Exec(strings(&["--target", "/etc", "--", "-c"])),
         ] {
-            for targets in [vec![], strings(&["/scratch"]), strings(&["/a b", "/-x", "/\n"])] {
+            for targets in [
+                vec![],
+                strings(&["/scratch"]),
+                strings(&["/a b", "/-x", "/\n"]),
+            ] {
                 for script in [None, script.clone()] {
                     round_trip(HookArgs {
                         before: before.clone(),

@@ -1,4 +1,171 @@
-fn main() {
-    eprintln!("prestop-clean: not built yet");
-    std::process::exit(2);
+//! `prestop-clean`: the preStop hook, the cleanup sidecar and the installer in one static
+//! program. The command line is [`prestop_clean::argv`]; the cleaning is
+//! [`prestop_clean::empty_directory`].
+//!
+//! Exit status: `hook` exits with the user's handler's (or script's) status when it is
+//! non-zero, else 1 when anything survived or a target was skipped, else 0; `sidecar`
+//! exits 0 after cleaning; usage errors exit 2 before anything runs.
+
+mod install;
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use prestop_clean::argv::{Before, HookArgs, SidecarArgs, HOOK, INSTALL, SIDECAR};
+use prestop_clean::{check_target, empty_directory, escape};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+const USAGE: &str = "usage: prestop-clean hook [--sleep N] [--target PATH]... \
+[--shell SHELL --script TEXT] [-- ARGV...]
+       prestop-clean sidecar [--target PATH]...
+       prestop-clean install DIR";
+
+fn main() -> ExitCode {
+    let args: Result<Vec<String>, OsString> = std::env::args_os()
+        .skip(1)
+        .map(OsString::into_string)
+        .collect();
+    let status = match args {
+        Ok(args) => dispatch(&args),
+        Err(arg) => usage(&format!("argument {:?} is not UTF-8", arg)),
+    };
+    ExitCode::from(status)
+}
+
+fn dispatch(args: &[String]) -> u8 {
+    match args.first().map(String::as_str) {
+        Some(HOOK) => match HookArgs::parse(args) {
+            Ok(hook_args) => checked(&hook_args.targets).unwrap_or_else(|| hook(&hook_args)),
+            Err(err) => usage(&err.0),
+        },
+        Some(SIDECAR) => match SidecarArgs::parse(args) {
+            Ok(sidecar_args) => {
+                checked(&sidecar_args.targets).unwrap_or_else(|| sidecar(&sidecar_args))
+            }
+            Err(err) => usage(&err.0),
+        },
+        Some(INSTALL) => match &args[1..] {
+            [dir] => install::install(dir),
+            _ => usage("install takes exactly one directory"),
+        },
+        Some(other) => usage(&format!("unknown subcommand {other:?}")),
+        None => usage("missing subcommand"),
+    }
+}
+
+fn usage(message: &str) -> u8 {
+    eprintln!("prestop-clean: {message}\n{USAGE}");
+    2
+}
+
+/// Refuses the whole command line (status 2) when a target is not absolute and
+/// normalized: the webhook never renders one, so it is a bug or tampering.
+fn checked(targets: &[String]) -> Option<u8> {
+    for target in targets {
+        if let Err(why) = check_target(target) {
+            return Some(usage(&format!(
+                "target {:?} refused: {why}; nothing was run",
+                escape(target.as_bytes())
+            )));
+        }
+    }
+    None
+}
+
+fn hook(args: &HookArgs) -> u8 {
+    let mut status = 0;
+    match &args.before {
+        Before::Nothing => {}
+        Before::Sleep(seconds) => std::thread::sleep(Duration::from_secs(*seconds)),
+        Before::Exec(argv) => {
+            if let Some((program, rest)) = argv.split_first() {
+                status = run(Command::new(program).args(rest), program);
+            }
+        }
+    }
+    if let Some(script) = &args.script {
+        let script_status = run(
+            Command::new(&script.shell).arg("-c").arg(&script.text),
+            &script.shell,
+        );
+        if status == 0 {
+            status = script_status;
+        }
+    }
+    let clean = clean_all(&args.targets);
+    match status {
+        0 if clean => 0,
+        0 => 1,
+        status => status,
+    }
+}
+
+/// Runs a child to completion; its status as a shell reports it (128 + signal, 127 when
+/// it cannot be found, 126 when it cannot be run).
+fn run(command: &mut Command, program: &str) -> u8 {
+    match command.status() {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
+            (None, Some(signal)) => u8::try_from(128 + (signal & 0x7f)).unwrap_or(1),
+            (None, None) => 1,
+        },
+        Err(err) => {
+            eprintln!(
+                "prestop-clean: cannot run {}: {err}",
+                escape(program.as_bytes())
+            );
+            if err.kind() == io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            }
+        }
+    }
+}
+
+/// Empties every target, one summary line each on stderr; true when all are clean.
+fn clean_all(targets: &[String]) -> bool {
+    let mut clean = true;
+    for target in targets {
+        let report = empty_directory(target);
+        eprintln!("prestop-clean: {}", report.summary());
+        clean &= report.is_clean();
+    }
+    clean
+}
+
+/// Idles until SIGTERM or SIGINT, then cleans and exits 0. The handlers matter as PID 1,
+/// where a signal without one is dropped.
+fn sidecar(args: &SidecarArgs) -> u8 {
+    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+        Ok(signals) => signals,
+        Err(err) => {
+            eprintln!("prestop-clean: cannot install signal handlers: {err}");
+            return 1;
+        }
+    };
+    let targets: Vec<String> = args.targets.iter().map(|t| escape(t.as_bytes())).collect();
+    eprintln!(
+        "prestop-clean: sidecar ready: cleaning {} on SIGTERM",
+        if targets.is_empty() {
+            "nothing".to_owned()
+        } else {
+            targets.join(", ")
+        }
+    );
+    let signal = signals.forever().next();
+    eprintln!(
+        "prestop-clean: {} received, cleaning",
+        if signal == Some(SIGINT) {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        }
+    );
+    clean_all(&args.targets);
+    0
 }

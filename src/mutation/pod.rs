@@ -7,7 +7,7 @@ use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
-use super::{grace, image, shell_fix, stale_paths};
+use super::{grace, image, sharing, shell_fix, stale_paths};
 use crate::config::{Config, Mode};
 use serde_json::{json, Map, Value};
 
@@ -21,9 +21,12 @@ enum Plan {
     /// Our hook is there but nothing is wanted any more: give the user's handler back.
     Restore(Before),
     /// Cleaned by the sidecar; our exec hook, if any, gives the user's handler back.
+    /// When the sidecar must refuse the container, `fallback` is its exec hook, or why
+    /// it can have none.
     Sidecar {
         paths: Vec<String>,
         restore: Option<Before>,
+        fallback: Result<(Hook, Vec<String>), String>,
     },
 }
 
@@ -44,9 +47,10 @@ pub fn mutate(
     }
     let plans = plan(spec, settings, config, &mut warnings)?;
 
-    let mut sidecar = SidecarPlan::default();
-    let sidecar_name_taken = sidecar::name_taken(spec);
+    let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
+    let pod_security = spec.get("securityContext").cloned();
     let mut injected = Vec::new();
+    let mut served_by_sidecar = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
@@ -54,40 +58,50 @@ pub fn mutate(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
+            let plan = admit(
+                plan,
+                &mut sidecar,
+                container,
+                pod_security.as_ref(),
+                &mut warnings,
+            );
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
+                    if let (Some(why), Action::Cleanup(paths)) = (&settings.shared_by, &hook.action)
+                    {
+                        sharing::warn_shared(container, paths, why, &mut warnings);
+                    }
                     set_exec(container, hook.to_argv());
                     injected.push(name);
                 }
                 Plan::Restore(before) => {
                     restore(container, storable(before, config, &name, &mut warnings))
                 }
-                Plan::Sidecar { .. } if sidecar_name_taken => {
-                    let warning = format!(
-                        "container {name:?} not cleaned: an init container is already named {:?}",
-                        sidecar::NAME
-                    );
-                    if !warnings.contains(&warning) {
-                        warnings.push(warning);
-                    }
-                }
                 Plan::Sidecar {
                     paths,
                     restore: before,
+                    ..
                 } => {
                     if let Some(before) = before {
                         restore(container, storable(before, config, &name, &mut warnings));
                     }
-                    sidecar.add(container, &paths, &mut warnings);
+                    if let Some(why) = &settings.shared_by {
+                        sharing::warn_shared(container, &paths, why, &mut warnings);
+                    }
+                    served_by_sidecar.push(name.clone());
                     injected.push(name);
                 }
             }
         }
     }
-    let has_sidecar = !sidecar.targets.is_empty();
-    sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
+    let wanted = (!sidecar.targets.is_empty()).then_some(&sidecar);
+    let sidecar_name = sidecar::apply(spec, wanted, config, &mut warnings);
+    if sidecar_name.is_none() {
+        injected.retain(|name| !served_by_sidecar.contains(name));
+    }
 
+    let has_sidecar = sidecar_name.is_some();
     let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;
     let status_present = template
@@ -96,12 +110,55 @@ pub fn mutate(
         .is_some();
     if changed || status_present || !injected.is_empty() {
         let mut status = json!({"version": 1, "containers": injected, "grace": grace});
-        if has_sidecar {
-            status["sidecar"] = json!(sidecar::NAME);
+        if let Some(name) = sidecar_name {
+            status["sidecar"] = json!(name);
         }
         set_status(template, status.to_string());
     }
     Ok(warnings)
+}
+
+/// A sidecar plan becomes final once the sidecar accepts the container; when it must
+/// refuse it, the container keeps its own exec hook (its own mounts passed §3) or, when
+/// it can have none, is not cleaned — both with a warning.
+fn admit(
+    plan: Plan,
+    sidecar: &mut SidecarPlan,
+    container: &Value,
+    pod_security: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Plan {
+    let Plan::Sidecar {
+        paths,
+        restore,
+        fallback,
+    } = plan
+    else {
+        return plan;
+    };
+    let Err(refusal) = sidecar.try_add(container, &paths, pod_security) else {
+        return Plan::Sidecar {
+            paths,
+            restore,
+            fallback,
+        };
+    };
+    let name = name_of(container);
+    match fallback {
+        Ok((hook, shell_warnings)) => {
+            warnings.push(format!(
+                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
+            ));
+            warnings.extend(shell_warnings);
+            Plan::Exec(hook)
+        }
+        Err(no_exec) => {
+            warnings.push(format!(
+                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
+            ));
+            restore.map_or(Plan::Leave, Plan::Restore)
+        }
+    }
 }
 
 pub(super) fn app_containers(spec: &Value) -> &[Value] {
@@ -275,13 +332,36 @@ fn plan_container(
         _ => None,
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
+    let exec_hook = |action: Action, warnings: &mut Vec<String>| {
+        let shell = if settings.fix_shell {
+            let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
+            warnings.extend(warning);
+            shell
+        } else {
+            settings.shell.clone()
+        };
+        Hook {
+            shell,
+            before: existing.before(),
+            action,
+        }
+    };
     let unavailable = gates::sidecar_unavailable(config);
     match (&action, wants_sidecar, unavailable.is_none()) {
         (Action::Cleanup(paths), true, true) => {
+            // Built now (its shell-fix warning kept aside) in case the sidecar refuses.
+            let fallback = match &exec_impossible {
+                Some(reason) => Err(reason.clone()),
+                None => {
+                    let mut aside = Vec::new();
+                    Ok((exec_hook(action.clone(), &mut aside), aside))
+                }
+            };
             return Plan::Sidecar {
                 paths: paths.clone(),
                 restore: ours,
-            }
+                fallback,
+            };
         }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
@@ -302,18 +382,7 @@ fn plan_container(
         )),
         _ => {}
     }
-    let shell = if settings.fix_shell {
-        let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
-        warnings.extend(warning);
-        shell
-    } else {
-        settings.shell.clone()
-    };
-    Plan::Exec(Hook {
-        shell,
-        before: existing.before(),
-        action,
-    })
+    Plan::Exec(exec_hook(action, warnings))
 }
 
 /// Warns once per container when its own preStop deletes paths outside its volumes.
