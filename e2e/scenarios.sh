@@ -19,6 +19,11 @@ seed_dry_run() {
   expect "warning: command now runs /bin/sh" has "$ERR" 'has no bash; command now runs /bin/sh'
   expect "warning: preStop hook fixed" has "$ERR" 'preStop hook now runs /bin/sh'
   expect "warning: the hook deletes an unmounted path" has "$ERR" '/cadm-package/*, which is on no volume mount'
+  # The README shows the real server's output: its block after "Through a real API server".
+  local readme
+  readme=$(awk '/^Through a real API server/ { on = 1 } on && /^Warning: / { print; seen = 1 }
+                on && seen && /^```/ { exit }' README.md)
+  expect "the README's dry-run warnings are these, verbatim" test "$(grep '^Warning: ' <<<"$ERR")" = "$readme"
   kc apply --dry-run=server -o yaml -f examples/job-worker.yaml
   expect "yaml output carries the status annotation" has "$OUT" 'prestop-injector.io/status'
   kc get job job-worker
