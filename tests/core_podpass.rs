@@ -52,8 +52,7 @@ fn assert_untouched(object: &Value, what: &str) {
 }
 
 fn hook_targets(pod_spec: &Value) -> Vec<String> {
-    let argv = pre_stop_argv(&pod_spec["containers"][0]);
-    argv.get(4..).map(<[String]>::to_vec).unwrap_or_default()
+    cleanup_targets(&pod_spec["containers"][0])
 }
 
 /// A Job of `scratch_job` whose container mounts `/scratch` with a `tmp` directory in it.

@@ -8,7 +8,7 @@ mod core_support;
 use core_support::request;
 use prestop_injector::admission::{self, Operation};
 use prestop_injector::config::Config;
-use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
+use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook, IMAGE_PROGRAM, PROGRAM_DIR};
 use prestop_injector::mutation::targets::{is_at_or_below, mounts};
 use prestop_injector::mutation::{decide, Endpoint};
 use proptest::prelude::*;
@@ -172,6 +172,8 @@ fn allowed(path: &str) -> bool {
         "/livenessProbe/exec/command/",
         "/readinessProbe/exec/command/",
         "/startupProbe/exec/command/",
+        // The program's read-only mount (checked below to be the only change there).
+        "/volumeMounts",
     ];
     let Some(rest) = path.strip_prefix("/spec/template/") else {
         return path == "/spec/ttlSecondsAfterFinished";
@@ -180,6 +182,7 @@ fn allowed(path: &str) -> bool {
         || rest.starts_with("metadata/annotations")
         || rest == "metadata"
         || rest.starts_with("spec/initContainers")
+        || rest.starts_with("spec/volumes")
         || rest.strip_prefix("spec/containers/").is_some_and(|rest| {
             let field = rest.trim_start_matches(|c: char| c.is_ascii_digit());
             container_fields
@@ -246,10 +249,26 @@ proptest! {
         prop_assert_eq!(again.patch, None, "second pass is not empty");
         prop_assert_eq!(&patched["xFutureTop"], &object["xFutureTop"]);
         prop_assert_eq!(&patched["spec"]["template"]["spec"]["xFutureSpec"], &object["spec"]["template"]["spec"]["xFutureSpec"]);
-        for (before, after) in object["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter()
-            .zip(patched["spec"]["template"]["spec"]["containers"].as_array().unwrap()) {
+        // The user's volumes and mounts are kept exactly; ours is the installer's volume.
+        let spec = &patched["spec"]["template"]["spec"];
+        let program_volume = spec["initContainers"].as_array().into_iter().flatten()
+            .find(|c| c["command"] == json!([IMAGE_PROGRAM, "install", PROGRAM_DIR]))
+            .map(|installer| installer["volumeMounts"][0]["name"].clone());
+        let without_ours = |list: &Value| -> Value {
+            match list.as_array() {
+                Some(items) => {
+                    let kept: Vec<Value> = items.iter().filter(|item| Some(&item["name"]) != program_volume.as_ref()).cloned().collect();
+                    if kept.is_empty() && program_volume.is_some() { Value::Null } else { Value::Array(kept) }
+                }
+                None => list.clone(),
+            }
+        };
+        let spec_before = &object["spec"]["template"]["spec"];
+        prop_assert_eq!(without_ours(&spec_before["volumes"]), without_ours(&spec["volumes"]));
+        for (before, after) in spec_before["containers"].as_array().unwrap().iter()
+            .zip(spec["containers"].as_array().unwrap()) {
             prop_assert_eq!(&before["xFuture"], &after["xFuture"]);
-            prop_assert_eq!(&before["volumeMounts"], &after["volumeMounts"]);
+            prop_assert_eq!(without_ours(&before["volumeMounts"]), without_ours(&after["volumeMounts"]));
         }
         let grace_before = object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
         let grace_after = patched["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);

@@ -113,7 +113,7 @@ fn pvc_inside_the_target(nested: &str) {
     // Container b keeps its own exec hook: in its own mount namespace /data/keep is the
     // PVC and nothing else is inside it, which is what its own check passed.
     assert_eq!(
-        pre_stop_argv(container(&outcome.patched, 1))[4..],
+        cleanup_targets(container(&outcome.patched, 1)),
         ["/data/keep"]
     );
     assert!(
@@ -247,7 +247,7 @@ fn class_8_the_sidecar_runs_as_the_pods_numeric_user_and_never_as_root() {
         let outcome = mutate(object.clone());
         assert!(sidecar_of(&outcome.patched).is_none(), "{security}");
         assert_eq!(
-            pre_stop_argv(container(&outcome.patched, 0))[4..],
+            cleanup_targets(container(&outcome.patched, 0)),
             ["/scratch"]
         );
         assert!(
@@ -411,7 +411,7 @@ fn class_4_a_mount_another_plugin_put_inside_a_sidecar_target_is_never_emptied()
     json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
     assert!(sidecar_in(&patched["spec"]).is_none());
     assert_eq!(
-        pre_stop_argv(&patched["spec"]["containers"][0])[4..],
+        cleanup_targets(&patched["spec"]["containers"][0]),
         ["/scratch"]
     );
     let warnings = decision.warnings.join("\n");

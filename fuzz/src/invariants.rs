@@ -168,6 +168,7 @@ pub fn allowed_path(path: &str, template: &str, job_spec: Option<&str>) -> bool 
         || rest == "metadata/annotations/prestop-injector.io~1settings"
         || rest == "spec/initContainers"
         || rest.starts_with("spec/initContainers/")
+        || list_entry(rest, "spec/volumes")
     {
         return true;
     }
@@ -195,6 +196,16 @@ fn rewritable(field: &str) -> bool {
         || argv_entry("command")
         || argv_entry("args")
         || exec_command(field)
+        || list_entry(field, "volumeMounts")
+}
+
+/// The list itself (added when absent) or one whole element: the cleaner program's volume
+/// and read-only mount are appended and removed as a whole (SPEC §4).
+fn list_entry(field: &str, list: &str) -> bool {
+    let index = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    field
+        .strip_prefix(list)
+        .is_some_and(|rest| rest.is_empty() || rest.strip_prefix('/').is_some_and(index))
 }
 
 /// `…/exec/command` or an element of it (probes and lifecycle handlers, SPEC §6).

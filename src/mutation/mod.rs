@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
 use workload::Workload;
 
-pub mod bashism;
+pub mod delivery;
 mod env_refs;
 mod existing;
 mod gates;
@@ -35,6 +35,7 @@ pub mod hook;
 pub mod image;
 mod orphan;
 mod pod;
+pub mod portable;
 mod record;
 pub mod script;
 pub mod settings;
@@ -261,7 +262,7 @@ fn patch_template(
     };
     let mut mutated = original.clone();
     let warnings = mutate(&mut mutated, original)?;
-    let mut operations = json_patch::diff(original, &mutated).0;
+    let mut operations = delivery::diff(original, &mutated);
     if !workload.template.is_empty() {
         let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
         for operation in &mut operations {

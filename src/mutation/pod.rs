@@ -1,6 +1,8 @@
 //! Mutation of one pod template (`metadata` + `spec`): shell fix, the preStop hooks or the
-//! cleanup sidecar, the grace period and the status annotation.
+//! cleanup sidecar, the cleaner program's delivery, the grace period and the status
+//! annotation.
 
+use super::delivery::Delivery;
 use super::existing::Existing;
 use super::gates::{self, storable};
 use super::hook::{Action, Before, Hook};
@@ -8,7 +10,7 @@ use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STA
 use super::sidecar::{self, SidecarPlan};
 use super::targets::{self, PathRefusal};
 use super::{grace, image, sharing, shell_fix, stale_paths};
-use crate::config::{Config, Mode};
+use crate::config::{CleanerMode, Config, Mode};
 use serde_json::{json, Map, Value};
 
 /// What happens to one app container.
@@ -51,6 +53,10 @@ pub fn mutate(
     let pod_security = spec.get("securityContext").cloned();
     let mut injected = Vec::new();
     let mut served_by_sidecar = Vec::new();
+    let mode = config.cleaner.mode;
+    let delivery = Delivery::of(spec);
+    // Per app container: whether its hook runs the program, which must be mounted there.
+    let mut needs_program = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
@@ -65,15 +71,30 @@ pub fn mutate(
                 pod_security.as_ref(),
                 &mut warnings,
             );
+            let mut needs = false;
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
-                    if let (Some(why), Action::Cleanup(paths)) = (&settings.shared_by, &hook.action)
-                    {
-                        sharing::warn_shared(container, paths, why, &mut warnings);
+                    let conflict = match mode {
+                        CleanerMode::Binary => delivery.conflict(container).map(str::to_owned),
+                        CleanerMode::Shell => None,
+                    };
+                    if let Some(path) = conflict {
+                        // The program could not be mounted, or would hide the user's mount.
+                        warnings.push(format!(
+                            "container {name:?} not cleaned: it mounts {path}, where the cleaner program goes"
+                        ));
+                        restore(container, hook.before);
+                    } else {
+                        if let (Some(why), Action::Cleanup(paths)) =
+                            (&settings.shared_by, &hook.action)
+                        {
+                            sharing::warn_shared(container, paths, why, &mut warnings);
+                        }
+                        set_exec(container, hook.to_argv(mode));
+                        injected.push(name);
+                        needs = mode == CleanerMode::Binary;
                     }
-                    set_exec(container, hook.to_argv());
-                    injected.push(name);
                 }
                 Plan::Restore(before) => {
                     restore(container, storable(before, config, &name, &mut warnings))
@@ -93,8 +114,10 @@ pub fn mutate(
                     injected.push(name);
                 }
             }
+            needs_program.push(needs);
         }
     }
+    delivery.apply(spec, &needs_program, &config.cleaner.image);
     let wanted = (!sidecar.targets.is_empty()).then_some(&sidecar);
     let sidecar_name = sidecar::apply(spec, wanted, config, &mut warnings);
     if sidecar_name.is_none() {
@@ -326,14 +349,22 @@ fn plan_container(
         .get("image")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    // The program needs no shell: only the shell form and a custom script do.
+    let needs_shell =
+        config.cleaner.mode == CleanerMode::Shell || matches!(action, Action::Custom(_));
     let exec_impossible = match &existing {
         Existing::Other(kind) => Some(format!("its preStop is {kind}")),
-        _ if image::lacks_shell(image, config) => Some(format!("{image} has no shell")),
+        _ if needs_shell && image::lacks_shell(image, config) => {
+            Some(format!("{image} has no shell"))
+        }
         _ => None,
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
     let exec_hook = |action: Action, warnings: &mut Vec<String>| {
-        let shell = if settings.fix_shell {
+        let shell = if !needs_shell {
+            // The program's cleanup hook runs no shell: none to choose, none to warn about.
+            String::new()
+        } else if settings.fix_shell {
             let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
             warnings.extend(warning);
             shell
@@ -363,6 +394,13 @@ fn plan_container(
                 fallback,
             };
         }
+        (Action::Custom(_), true, _) if exec_impossible.is_some() => {
+            let reason = exec_impossible.unwrap_or_default();
+            warnings.push(format!(
+                "container {name:?}: {reason}; the custom command is not injected"
+            ));
+            return ours.map_or(Plan::Leave, Plan::Restore);
+        }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
             let why = unavailable
@@ -371,7 +409,9 @@ fn plan_container(
             warnings.push(format!(
                 "container {name:?}: {reason}; cleanup skipped ({why})"
             ));
-            return Plan::Leave;
+            // A hook of ours that cannot run here any more (say the program's, after a
+            // switch to cleaner.mode: shell) gives the user's handler back.
+            return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (Action::Custom(_), true, _) => warnings.push(format!(
             "container {name:?}: a custom command runs as an exec preStop"

@@ -14,14 +14,14 @@ use super::hook;
 pub use super::sidecar_plan::SidecarPlan;
 use super::sidecar_plan::{check_merged, copy_of};
 use super::targets;
-use crate::config::Config;
+use crate::config::{CleanerMode, Config};
 use serde_json::{json, Map, Value};
 
 /// The sidecar's name, unless a container of the pod already has it: then
 /// `prestop-cleanup-2`, `-3`, … (see [`free_name`]).
 pub const NAME: &str = "prestop-cleanup";
 
-/// The sidecar's shell; the configured image must provide it (busybox does).
+/// The shell sidecar's shell (`cleaner.mode: shell`); its image must provide it (busybox does).
 const SHELL: &str = "/bin/sh";
 
 impl SidecarPlan {
@@ -43,11 +43,19 @@ impl SidecarPlan {
         }
         let mut container = Map::new();
         container.insert("name".into(), json!(name));
-        container.insert("image".into(), json!(config.sidecar.image));
-        container.insert(
-            "command".into(),
-            json!(hook::sidecar_argv(SHELL, &self.targets)),
-        );
+        // The cleaner program from its own image (no shell), or the busybox script.
+        let (image, command) = match config.cleaner.mode {
+            CleanerMode::Binary => (
+                config.cleaner.image.as_str(),
+                hook::program_sidecar_argv(&self.targets),
+            ),
+            CleanerMode::Shell => (
+                config.sidecar.shell_image(),
+                hook::sidecar_argv(SHELL, &self.targets),
+            ),
+        };
+        container.insert("image".into(), json!(image));
+        container.insert("command".into(), json!(command));
         container.insert("restartPolicy".into(), json!("Always"));
         if !self.env.is_empty() {
             container.insert("env".into(), Value::Array(self.env.clone()));
