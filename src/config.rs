@@ -1,6 +1,7 @@
 //! The configuration file (SPEC §12). Every key is optional; unknown keys are an error
 //! that names the key, so a typo cannot silently fall back to a default.
 
+use crate::kube_version::KubeVersion;
 use serde::Deserialize;
 use std::path::Path;
 
@@ -49,6 +50,11 @@ pub struct Config {
     pub sidecar: SidecarConfig,
     pub cleaner: CleanerConfig,
     pub orphan_delete: OrphanDelete,
+    /// The cluster's Kubernetes version (`"1.29"`): decides which features may be emitted
+    /// (sidecar mode needs 1.29, a preStop `sleep` action 1.30). Set in the file, it
+    /// overrides what `serve` learns from the API server; `None` sets no limit (the
+    /// offline CLI without `--kubernetes-version`). See [`crate::kube_version`].
+    pub kubernetes_version: Option<KubeVersion>,
 }
 
 /// How the cleanup is carried out inside the pod (SPEC §4).
@@ -150,6 +156,7 @@ impl Default for Config {
             sidecar: SidecarConfig::default(),
             cleaner: CleanerConfig::default(),
             orphan_delete: OrphanDelete::Warn,
+            kubernetes_version: None,
         }
     }
 }
@@ -234,7 +241,8 @@ mod tests {
             "defaultShell: /bin/ash\nimagesWithoutBash: [my/tool*]\nimagesWithoutShell: [my/static]\n\
              protectedHostPaths: [/data/keep]\nallowedHostPathPrefixes: [/scratch]\ncleanupBudgetSeconds: 5\n\
              shutdownSeconds: 3\nmaxGraceSeconds: 600\ndefaultMode: sidecar\n\
-             sidecar: {allowed: false, image: 'busybox:1.36', resources: {}}\norphanDelete: deny\n",
+             sidecar: {allowed: false, image: 'busybox:1.36', resources: {}}\norphanDelete: deny\n\
+             kubernetesVersion: '1.28'\n",
         )
         .unwrap();
         assert_eq!(config.default_shell, "/bin/ash");
@@ -244,6 +252,7 @@ mod tests {
         assert!(!config.sidecar.allowed);
         assert_eq!(config.sidecar.shell_image(), "busybox:1.36");
         assert_eq!(config.orphan_delete, OrphanDelete::Deny);
+        assert_eq!(config.kubernetes_version, Some(KubeVersion::new(1, 28)));
         assert_eq!(config.cleaner.image, DEFAULT_CLEANER_IMAGE);
         assert_eq!(config.cleaner.mode, CleanerMode::Binary);
     }
@@ -295,5 +304,10 @@ mod tests {
         assert!(Config::from_yaml("defaultMode: both\n").is_err());
         assert!(Config::from_yaml("maxGraceSeconds: 0\n").is_err());
         assert!(Config::from_yaml("allowedHostPathPrefixes: [scratch]\n").is_err());
+        let error = Config::from_yaml("kubernetesVersion: 1.30\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("quoted string"), "{error}");
+        assert!(Config::from_yaml("kubernetesVersion: 'latest'\n").is_err());
     }
 }

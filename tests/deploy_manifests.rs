@@ -128,7 +128,8 @@ fn deployment_is_highly_available_and_restricted() {
         pod["topologySpreadConstraints"][0]["topologyKey"],
         "topology.kubernetes.io/zone"
     );
-    assert_eq!(pod["automountServiceAccountToken"], false);
+    // Only to read /version (no RBAC); the ServiceAccount itself mounts nothing.
+    assert_eq!(pod["automountServiceAccountToken"], true);
     assert_eq!(pod["serviceAccountName"], "prestop-injector");
     let security = &pod["securityContext"];
     assert_eq!(security["runAsNonRoot"], true);

@@ -188,6 +188,8 @@ pub fn allowed_path(path: &str, template: &str, job_spec: Option<&str>) -> bool 
         || rest == "metadata"
         || rest == "metadata/annotations"
         || rest == "metadata/annotations/prestop-injector.io~1status"
+        // The workload's settings record (SPEC §7, the Pod-level pass), also ours.
+        || rest == "metadata/annotations/prestop-injector.io~1settings"
         || rest == "spec/initContainers"
         || rest.starts_with("spec/initContainers/")
         || list_entry(rest, "spec/volumes")

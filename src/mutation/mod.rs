@@ -29,6 +29,7 @@ use workload::Workload;
 pub mod delivery;
 mod env_refs;
 mod existing;
+mod gates;
 mod grace;
 pub mod hook;
 pub mod image;
@@ -178,6 +179,14 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
                 Ok(settings) => settings,
                 Err(bad) => return refuse(bad),
             };
+            // Only the user's own annotation is refused; a record saying `sidecar` (or
+            // `defaultMode: sidecar`) falls back to exec with a warning, in `pod`.
+            if let (Ok(Some("sidecar")), Some(sentence)) = (
+                annotations.get(settings::MODE),
+                gates::sidecar_denial(config),
+            ) {
+                return refuse(BadAnnotation::new(settings::MODE, "sidecar", sentence));
+            }
             let spec = template.and_then(|t| t.get("spec"));
             let shared_by = sharing::shared_by(kind, object);
             sharing::apply(&mut settings, shared_by, spec, config, &mut warnings);

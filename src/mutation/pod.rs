@@ -4,6 +4,7 @@
 
 use super::delivery::Delivery;
 use super::existing::Existing;
+use super::gates::{self, storable};
 use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
@@ -96,14 +97,16 @@ pub fn mutate(
                         needs = mode == CleanerMode::Binary;
                     }
                 }
-                Plan::Restore(before) => restore(container, before),
+                Plan::Restore(before) => {
+                    restore(container, storable(before, config, &name, &mut warnings))
+                }
                 Plan::Sidecar {
                     paths,
                     restore: before,
                     ..
                 } => {
                     if let Some(before) = before {
-                        restore(container, before);
+                        restore(container, storable(before, config, &name, &mut warnings));
                     }
                     if let Some(why) = &settings.shared_by {
                         sharing::warn_shared(container, &paths, why, &mut warnings);
@@ -355,7 +358,8 @@ fn plan_container(
             action,
         }
     };
-    match (&action, wants_sidecar, config.sidecar.allowed) {
+    let unavailable = gates::sidecar_unavailable(config);
+    match (&action, wants_sidecar, unavailable.is_none()) {
         (Action::Cleanup(paths), true, true) => {
             // Built now (its shell-fix warning kept aside) in case the sidecar refuses.
             let fallback = match &exec_impossible {
@@ -380,8 +384,11 @@ fn plan_container(
         }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
+            let why = unavailable
+                .as_deref()
+                .unwrap_or("sidecar mode not available");
             warnings.push(format!(
-                "container {name:?}: {reason}; cleanup skipped (sidecar mode not available)"
+                "container {name:?}: {reason}; cleanup skipped ({why})"
             ));
             // A hook of ours that cannot run here any more (say the program's, after a
             // switch to cleaner.mode: shell) gives the user's handler back.
@@ -391,7 +398,8 @@ fn plan_container(
             "container {name:?}: a custom command runs as an exec preStop"
         )),
         (_, true, false) => warnings.push(format!(
-            "container {name:?}: sidecar mode is not allowed; using an exec preStop"
+            "container {name:?}: {}; using an exec preStop",
+            unavailable.unwrap_or_default()
         )),
         _ => {}
     }
