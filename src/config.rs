@@ -1,6 +1,7 @@
 //! The configuration file (SPEC §12). Every key is optional; unknown keys are an error
 //! that names the key, so a typo cannot silently fall back to a default.
 
+use crate::kube_version::KubeVersion;
 use serde::Deserialize;
 use std::path::Path;
 
@@ -48,6 +49,11 @@ pub struct Config {
     pub default_mode: Mode,
     pub sidecar: SidecarConfig,
     pub orphan_delete: OrphanDelete,
+    /// The cluster's Kubernetes version (`"1.29"`): decides which features may be emitted
+    /// (sidecar mode needs 1.29, a preStop `sleep` action 1.30). Set in the file, it
+    /// overrides what `serve` learns from the API server; `None` sets no limit (the
+    /// offline CLI without `--kubernetes-version`). See [`crate::kube_version`].
+    pub kubernetes_version: Option<KubeVersion>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -91,6 +97,7 @@ impl Default for Config {
             default_mode: Mode::Exec,
             sidecar: SidecarConfig::default(),
             orphan_delete: OrphanDelete::Warn,
+            kubernetes_version: None,
         }
     }
 }
@@ -157,7 +164,8 @@ mod tests {
             "defaultShell: /bin/ash\nimagesWithoutBash: [my/tool*]\nimagesWithoutShell: [my/static]\n\
              protectedHostPaths: [/data/keep]\nallowedHostPathPrefixes: [/scratch]\ncleanupBudgetSeconds: 5\n\
              shutdownSeconds: 3\nmaxGraceSeconds: 600\ndefaultMode: sidecar\n\
-             sidecar: {allowed: false, image: 'busybox:1.36', resources: {}}\norphanDelete: deny\n",
+             sidecar: {allowed: false, image: 'busybox:1.36', resources: {}}\norphanDelete: deny\n\
+             kubernetesVersion: '1.28'\n",
         )
         .unwrap();
         assert_eq!(config.default_shell, "/bin/ash");
@@ -167,6 +175,7 @@ mod tests {
         assert!(!config.sidecar.allowed);
         assert_eq!(config.sidecar.image, "busybox:1.36");
         assert_eq!(config.orphan_delete, OrphanDelete::Deny);
+        assert_eq!(config.kubernetes_version, Some(KubeVersion::new(1, 28)));
     }
 
     #[test]
@@ -187,5 +196,10 @@ mod tests {
         assert!(Config::from_yaml("defaultMode: both\n").is_err());
         assert!(Config::from_yaml("maxGraceSeconds: 0\n").is_err());
         assert!(Config::from_yaml("allowedHostPathPrefixes: [scratch]\n").is_err());
+        let error = Config::from_yaml("kubernetesVersion: 1.30\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("quoted string"), "{error}");
+        assert!(Config::from_yaml("kubernetesVersion: 'latest'\n").is_err());
     }
 }

@@ -40,5 +40,6 @@ pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod duration;
+pub mod kube_version;
 pub mod mutation;
 pub mod server;

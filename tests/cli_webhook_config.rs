@@ -150,3 +150,112 @@ fn a_missing_or_wrong_ca_file_says_what_to_pass() {
     assert!(stderr.contains("no PEM certificate"), "{stderr}");
     assert!(output.stdout.is_empty(), "nothing printed on error");
 }
+
+#[test]
+fn url_replaces_the_service_and_gets_each_webhooks_path() {
+    let dir = ca_dir();
+    let ca_file = dir.path().join("certs/ca.crt");
+    for (mode, mutate_path) in [
+        ("cluster-wide", "/mutate"),
+        ("namespace-opt-in", "/mutate/auto"),
+    ] {
+        let printed = webhook_config(
+            &ca_file,
+            &["--mode", mode, "--url", "https://hook.example:9443/"],
+        );
+        let urls: Vec<&Value> = printed
+            .iter()
+            .map(|o| &o["webhooks"][0]["clientConfig"]["url"])
+            .collect();
+        assert_eq!(
+            urls,
+            [
+                &json!(format!("https://hook.example:9443{mutate_path}")),
+                &json!("https://hook.example:9443/validate")
+            ]
+        );
+        for object in &printed {
+            let client = &object["webhooks"][0]["clientConfig"];
+            assert!(client.get("service").is_none(), "{client}");
+            assert!(client.get("caBundle").is_some(), "{client}");
+            // The webhook's namespace is still kept out of the webhooks.
+            assert_eq!(
+                object["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"][3],
+                "prestop-system"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_url_with_a_path_or_without_https_is_refused() {
+    let dir = ca_dir();
+    let ca_file = dir.path().join("certs/ca.crt");
+    for (url, says) in [
+        ("http://hook:9443", "https://"),
+        ("https://hook:9443/mutate", "appended"),
+        ("https://hook:9443?x=1", "appended"),
+        ("https://", "appended"),
+    ] {
+        let output = prestop_injector(&[
+            "webhook-config",
+            "--ca-file",
+            ca_file.to_str().unwrap(),
+            "--url",
+            url,
+        ]);
+        assert!(!output.status.success(), "{url}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{url}: {stderr}");
+    }
+    let output = prestop_injector(&[
+        "webhook-config",
+        "--ca-file",
+        ca_file.to_str().unwrap(),
+        "--url",
+        "https://hook:9443",
+        "--service",
+        "other",
+    ]);
+    assert!(!output.status.success(), "--url and --service conflict");
+}
+
+#[test]
+fn match_conditions_only_for_servers_that_know_them() {
+    let dir = ca_dir();
+    let ca_file = dir.path().join("certs/ca.crt");
+    let newest = webhook_config(&ca_file, &[]);
+    for (version, kept) in [
+        ("1.20", false),
+        ("1.27", false),
+        ("1.28", true),
+        ("v1.31.2", true),
+    ] {
+        let printed = webhook_config(&ca_file, &["--kubernetes-version", version]);
+        for (object, full) in printed.iter().zip(&newest) {
+            let webhook = &object["webhooks"][0];
+            assert_eq!(
+                webhook.get("matchConditions").is_some(),
+                kept,
+                "{version}: {webhook}"
+            );
+            let mut without = full.clone();
+            if !kept {
+                without["webhooks"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("matchConditions");
+            }
+            assert_eq!(object, &without, "{version}: nothing else changes");
+        }
+    }
+    let output = prestop_injector(&[
+        "webhook-config",
+        "--ca-file",
+        ca_file.to_str().unwrap(),
+        "--kubernetes-version",
+        "1.3o",
+    ]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("1.29 (major.minor)"));
+}

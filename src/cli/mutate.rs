@@ -14,6 +14,7 @@ mod yaml11;
 
 use crate::admission::{self, GroupVersionKind, Operation, Outcome, Request, Reviewed};
 use crate::config::Config;
+use crate::kube_version::KubeVersion;
 use crate::mutation::Endpoint;
 use anyhow::{anyhow, bail, Context, Result};
 use input::{Body, Document};
@@ -50,13 +51,21 @@ pub struct MutateArgs {
     /// Configuration file (YAML, as for `serve`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Decide as for a cluster of this Kubernetes version (e.g. 1.28: no sidecar mode,
+    /// no preStop sleep action); overrides the config's kubernetesVersion. Without either,
+    /// every feature is available.
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<KubeVersion>,
 }
 
 pub fn run(args: MutateArgs) -> Result<ExitCode> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    if let Some(version) = args.kubernetes_version {
+        config.kubernetes_version = Some(version);
+    }
     let (text, source) = read_input(&args.file)?;
     let input = input::read(&text, &source)?;
     let endpoint = if args.auto {

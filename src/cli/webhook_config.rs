@@ -2,6 +2,7 @@
 //! ValidatingWebhookConfiguration with the caBundle filled in, for installs without
 //! cert-manager (`kubectl apply -f -`).
 
+use crate::kube_version::KubeVersion;
 use base64::Engine as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -26,6 +27,30 @@ pub struct WebhookConfigArgs {
     /// Namespace of the webhook's Service (also excluded from the webhooks).
     #[arg(long, default_value = "prestop-system")]
     pub namespace: String,
+    /// Reach the webhook at this URL instead of the Service, e.g. a webhook outside the
+    /// cluster: `https://HOST:PORT`; each webhook's path is appended. HOST must be a name
+    /// in the serving certificate.
+    #[arg(long, value_name = "https://HOST:PORT", value_parser = parse_url, conflicts_with = "service")]
+    pub url: Option<String>,
+    /// Kubernetes version of the cluster (e.g. 1.27): leaves out what it does not know
+    /// (matchConditions need 1.28). Default: the newest.
+    #[arg(long, value_name = "VERSION")]
+    pub kubernetes_version: Option<KubeVersion>,
+}
+
+/// `https://HOST[:PORT]` with no path, query or fragment: the API server appends nothing
+/// itself, and a webhook URL must use https.
+fn parse_url(text: &str) -> Result<String, String> {
+    let authority = text
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("{text:?}: the webhook URL must start with https://"))?
+        .trim_end_matches('/');
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        return Err(format!(
+            "{text:?}: give only https://HOST:PORT; the paths /mutate, /mutate/auto and /validate are appended"
+        ));
+    }
+    Ok(format!("https://{authority}"))
 }
 
 pub fn run(args: WebhookConfigArgs) -> anyhow::Result<ExitCode> {
@@ -49,10 +74,20 @@ pub fn render(args: &WebhookConfigArgs) -> anyhow::Result<String> {
         );
     }
     let ca_bundle = base64::engine::general_purpose::STANDARD.encode(pem.as_bytes());
+    let endpoint = match &args.url {
+        Some(url) => rules::Endpoint::Url(url),
+        None => rules::Endpoint::Service {
+            name: &args.service,
+            namespace: &args.namespace,
+        },
+    };
+    let mut documents =
+        rules::configurations_for(args.mode, endpoint, &args.namespace, Some(&ca_bundle));
+    if let Some(version) = args.kubernetes_version {
+        rules::for_version(&mut documents, version);
+    }
     let mut out = String::new();
-    for document in
-        rules::configurations(args.mode, &args.service, &args.namespace, Some(&ca_bundle))
-    {
+    for document in documents {
         out.push_str("---\n");
         out.push_str(&serde_yaml::to_string(&document)?);
     }

@@ -3,6 +3,7 @@
 //! One source for `webhook-config`; the kustomize overlays under `deploy/` carry the same
 //! content, and `tests/cli_webhook_config.rs` checks that they agree.
 
+use crate::kube_version::{self, KubeVersion};
 use serde_json::{json, Value};
 
 /// Name of the MutatingWebhookConfiguration and of the ValidatingWebhookConfiguration.
@@ -82,11 +83,40 @@ pub enum Mode {
     NamespaceOptIn,
 }
 
+/// How the API server reaches the webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint<'a> {
+    /// The webhook's Service, port 443.
+    Service { name: &'a str, namespace: &'a str },
+    /// `https://HOST:PORT` (no path): a webhook outside the cluster. Each webhook's path
+    /// is appended (`/mutate`, `/mutate/auto`, `/validate`).
+    Url(&'a str),
+}
+
 /// The MutatingWebhookConfiguration and the ValidatingWebhookConfiguration, in that order.
 /// `ca_bundle` is the base64 of the CA's PEM; `None` leaves `caBundle` out (kustomize base).
+/// `namespace` is the webhook's own namespace, never sent to the webhook.
 pub fn configurations(
     mode: Mode,
     service: &str,
+    namespace: &str,
+    ca_bundle: Option<&str>,
+) -> [Value; 2] {
+    configurations_for(
+        mode,
+        Endpoint::Service {
+            name: service,
+            namespace,
+        },
+        namespace,
+        ca_bundle,
+    )
+}
+
+/// [`configurations`] with any [`Endpoint`].
+pub fn configurations_for(
+    mode: Mode,
+    endpoint: Endpoint<'_>,
     namespace: &str,
     ca_bundle: Option<&str>,
 ) -> [Value; 2] {
@@ -117,7 +147,7 @@ pub fn configurations(
         "webhooks": [{
             "name": "mutate.prestop-injector.io",
             "admissionReviewVersions": ["v1"],
-            "clientConfig": client_config(service, namespace, path, ca_bundle),
+            "clientConfig": client_config(endpoint, path, ca_bundle),
             "failurePolicy": "Fail",
             "matchConditions": conditions,
             "matchPolicy": "Equivalent",
@@ -135,7 +165,7 @@ pub fn configurations(
         "webhooks": [{
             "name": "validate.prestop-injector.io",
             "admissionReviewVersions": ["v1"],
-            "clientConfig": client_config(service, namespace, "/validate", ca_bundle),
+            "clientConfig": client_config(endpoint, "/validate", ca_bundle),
             // A guard that warns by default must not block every Job delete while the
             // webhook is down (or already uninstalled).
             "failurePolicy": "Ignore",
@@ -161,10 +191,13 @@ fn metadata() -> Value {
     })
 }
 
-fn client_config(service: &str, namespace: &str, path: &str, ca_bundle: Option<&str>) -> Value {
-    let mut config = json!({
-        "service": { "name": service, "namespace": namespace, "path": path, "port": 443 },
-    });
+fn client_config(endpoint: Endpoint<'_>, path: &str, ca_bundle: Option<&str>) -> Value {
+    let mut config = match endpoint {
+        Endpoint::Service { name, namespace } => json!({
+            "service": { "name": name, "namespace": namespace, "path": path, "port": 443 },
+        }),
+        Endpoint::Url(base) => json!({ "url": format!("{}{path}", base.trim_end_matches('/')) }),
+    };
     if let Some(ca_bundle) = ca_bundle {
         config["caBundle"] = json!(ca_bundle);
     }
@@ -191,6 +224,25 @@ fn rule(group: &str, resources: &[&str], operations: &[&str]) -> Value {
 
 fn condition(name: &str, expression: &str) -> Value {
     json!({ "name": name, "expression": expression })
+}
+
+/// Removes what a server older than `version` does not know: `matchConditions` (before
+/// 1.28 kubectl refuses the field, and `--validate=false` would make the server drop it
+/// without a word). The webhook decides the same without them; they only save round trips.
+pub fn for_version(configurations: &mut [Value], version: KubeVersion) {
+    if version.has(kube_version::MATCH_CONDITIONS) {
+        return;
+    }
+    for configuration in configurations {
+        let webhooks = configuration
+            .get_mut("webhooks")
+            .and_then(Value::as_array_mut);
+        for webhook in webhooks.into_iter().flatten() {
+            if let Some(webhook) = webhook.as_object_mut() {
+                webhook.remove("matchConditions");
+            }
+        }
+    }
 }
 
 #[cfg(test)]

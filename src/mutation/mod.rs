@@ -21,6 +21,7 @@ use settings::{Annotations, BadAnnotation};
 
 pub mod bashism;
 mod existing;
+mod gates;
 mod grace;
 pub mod hook;
 pub mod image;

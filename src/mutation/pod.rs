@@ -2,6 +2,7 @@
 //! cleanup sidecar, the grace period and the status annotation.
 
 use super::existing::Existing;
+use super::gates::{self, storable};
 use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
@@ -59,7 +60,9 @@ pub fn mutate(
                     set_exec(container, hook.to_argv());
                     injected.push(name);
                 }
-                Plan::Restore(before) => restore(container, before),
+                Plan::Restore(before) => {
+                    restore(container, storable(before, config, &name, &mut warnings))
+                }
                 Plan::Sidecar { .. } if sidecar_name_taken => {
                     let warning = format!(
                         "container {name:?} not cleaned: an init container is already named {:?}",
@@ -74,7 +77,7 @@ pub fn mutate(
                     restore: before,
                 } => {
                     if let Some(before) = before {
-                        restore(container, before);
+                        restore(container, storable(before, config, &name, &mut warnings));
                     }
                     sidecar.add(container, &paths, &mut warnings);
                     injected.push(name);
@@ -272,7 +275,8 @@ fn plan_container(
         _ => None,
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
-    match (&action, wants_sidecar, config.sidecar.allowed) {
+    let unavailable = gates::sidecar_unavailable(config);
+    match (&action, wants_sidecar, unavailable.is_none()) {
         (Action::Cleanup(paths), true, true) => {
             return Plan::Sidecar {
                 paths: paths.clone(),
@@ -281,8 +285,11 @@ fn plan_container(
         }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
+            let why = unavailable
+                .as_deref()
+                .unwrap_or("sidecar mode not available");
             warnings.push(format!(
-                "container {name:?}: {reason}; cleanup skipped (sidecar mode not available)"
+                "container {name:?}: {reason}; cleanup skipped ({why})"
             ));
             return Plan::Leave;
         }
@@ -290,7 +297,8 @@ fn plan_container(
             "container {name:?}: a custom command runs as an exec preStop"
         )),
         (_, true, false) => warnings.push(format!(
-            "container {name:?}: sidecar mode is not allowed; using an exec preStop"
+            "container {name:?}: {}; using an exec preStop",
+            unavailable.unwrap_or_default()
         )),
         _ => {}
     }

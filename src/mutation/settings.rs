@@ -197,7 +197,10 @@ impl<'a> Annotations<'a> {
         let mode = match self.get(MODE)? {
             None => config.default_mode,
             Some("exec") => Mode::Exec,
-            Some("sidecar") => Mode::Sidecar,
+            Some("sidecar") => match super::gates::sidecar_denial(config) {
+                None => Mode::Sidecar,
+                Some(sentence) => return Err(BadAnnotation::new(MODE, "sidecar", sentence)),
+            },
             Some(other) => {
                 return Err(BadAnnotation::new(
                     MODE,

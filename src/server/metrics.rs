@@ -54,6 +54,8 @@ pub struct Metrics {
     tls_reloads: Family<ResultLabels, Counter>,
     tls_handshake_failures: Counter,
     cert_expiry: Gauge,
+    kubernetes_version_known: Gauge,
+    kubernetes_minor_version: Gauge,
     pub in_flight: Gauge,
     pub open_connections: Gauge,
 }
@@ -82,6 +84,8 @@ impl Metrics {
             tls_reloads: Family::default(),
             tls_handshake_failures: Counter::default(),
             cert_expiry: Gauge::default(),
+            kubernetes_version_known: Gauge::default(),
+            kubernetes_minor_version: Gauge::default(),
             in_flight: Gauge::default(),
             open_connections: Gauge::default(),
             registry: Registry::default(),
@@ -130,6 +134,17 @@ impl Metrics {
             "tls_cert_expiry_timestamp_seconds",
             "Expiry (notAfter) of the serving certificate, unix seconds",
             metrics.cert_expiry.clone(),
+        );
+        registry.register(
+            "kubernetes_version_known",
+            "1 when the cluster's Kubernetes version is known (from the API server or \
+             kubernetesVersion), 0 while the oldest supported release is assumed",
+            metrics.kubernetes_version_known.clone(),
+        );
+        registry.register(
+            "kubernetes_minor_version",
+            "Minor version of Kubernetes 1.x the mutations are decided for (assumed or known)",
+            metrics.kubernetes_minor_version.clone(),
         );
         registry.register(
             "in_flight_requests",
@@ -200,6 +215,12 @@ impl Metrics {
 
     pub fn set_cert_expiry(&self, unix_seconds: i64) {
         self.cert_expiry.set(unix_seconds);
+    }
+
+    /// The Kubernetes version mutations are decided for, and whether it is known.
+    pub fn set_kubernetes_version(&self, minor: u32, known: bool) {
+        self.kubernetes_minor_version.set(i64::from(minor));
+        self.kubernetes_version_known.set(i64::from(known));
     }
 
     /// The OpenMetrics text exposition.

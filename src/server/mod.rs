@@ -4,7 +4,8 @@
 //! TLS handshake, HTTP/1.1 and HTTP/2), [`connection`] (per-connection time limits and
 //! maximum age), [`tls`] (reloading certificate), [`serve`] (start-up and the shutdown
 //! sequence), [`metrics`], [`logging`], [`dev`] (`--dev` certificates), [`shutdown`]
-//! (signals), [`duration`] (flag and `?timeout=` parsing), [`x509`] (certificate expiry).
+//! (signals), [`duration`] (flag and `?timeout=` parsing), [`x509`] (certificate expiry),
+//! [`version`] (the cluster's Kubernetes version, learned from the API server).
 
 use crate::config::Config;
 use std::net::SocketAddr;
@@ -22,10 +23,12 @@ pub mod router;
 pub mod serve;
 pub mod shutdown;
 pub mod tls;
+pub mod version;
 pub mod x509;
 
 pub use router::{probe_router, router, AppState};
 pub use serve::{Server, Settings, TlsSource};
+pub use version::VersionSource;
 
 /// Flags of `prestop-injector serve`, boxed so the CLI's command enum stays small.
 #[derive(Debug, clap::Args)]
@@ -120,6 +123,10 @@ pub struct ServeFlags {
     /// After the delay, wait at most this long for in-flight requests, then exit.
     #[arg(long, env = "PRESTOP_INJECTOR_DRAIN_TIMEOUT", default_value = "10s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub drain_timeout: Duration,
+    /// How often the API server's version is asked again (at start too, unless the config
+    /// sets kubernetesVersion), so an upgrade enables new features without a restart.
+    #[arg(long, env = "PRESTOP_INJECTOR_KUBERNETES_VERSION_REFRESH", default_value = "10m", value_name = "DURATION", value_parser = duration::parse_flag)]
+    pub kubernetes_version_refresh: Duration,
     /// Runtime worker threads [default: the CPUs this process may use].
     #[arg(long, env = "PRESTOP_INJECTOR_WORKER_THREADS")]
     pub worker_threads: Option<usize>,
@@ -133,6 +140,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         None => Config::default(),
     };
     let source = tls_source(&args)?;
+    let kubernetes_version = match config.kubernetes_version {
+        Some(version) => VersionSource::Fixed(version),
+        None => VersionSource::Discover {
+            refresh: args.kubernetes_version_refresh.max(Duration::from_secs(1)),
+        },
+    };
     let settings = Settings {
         listen: args.listen,
         probe_listen: args.probe_listen,
@@ -147,6 +160,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         watch_cert_files: true,
         shutdown_delay: args.shutdown_delay,
         drain_timeout: args.drain_timeout,
+        kubernetes_version,
     };
     let workers = args
         .worker_threads

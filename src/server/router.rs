@@ -8,6 +8,7 @@ use super::metrics::Metrics;
 use crate::admission::{review, Outcome, Reviewed};
 use crate::config::Config;
 use crate::mutation::Endpoint;
+use arc_swap::ArcSwap;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
@@ -54,7 +55,9 @@ impl Readiness {
 
 /// What the handlers share; built once, behind an `Arc`.
 pub struct AppState {
-    pub config: Arc<Config>,
+    /// Swapped whole when the cluster's Kubernetes version is learned or changes
+    /// ([`super::version`]); a request loads it without a lock.
+    pub config: ArcSwap<Config>,
     pub metrics: Arc<Metrics>,
     pub readiness: Arc<Readiness>,
     /// Bodies larger than this are refused with 413 (`--max-body-bytes`).
@@ -69,7 +72,7 @@ impl AppState {
         let readiness = Readiness::default();
         readiness.set_tls_loaded();
         AppState {
-            config: Arc::new(config),
+            config: ArcSwap::from_pointee(config),
             metrics: Arc::new(Metrics::new()),
             readiness: Arc::new(readiness),
             max_body_bytes: 16 << 20,
@@ -206,11 +209,11 @@ async fn answer(
         return Err(too_slow(timeout));
     }
     let reviewed = if bytes.len() <= INLINE_REVIEW_BYTES {
-        review(&bytes, endpoint, &state.config)
+        review(&bytes, endpoint, &state.config.load())
     } else {
         // Parsing megabytes takes milliseconds: off the runtime, so one huge object cannot
         // stall every other connection (with one worker thread, nothing else would run).
-        let config = state.config.clone();
+        let config = state.config.load_full();
         let task = tokio::task::spawn_blocking(move || review(&bytes, endpoint, &config));
         match task.await {
             Ok(reviewed) => reviewed,

@@ -8,8 +8,10 @@ use super::metrics::Metrics;
 use super::router::{probe_router, router, AppState, Readiness};
 use super::shutdown::signalled;
 use super::tls::{self, CertFiles, Reloader, Resolver};
+use super::version::{self, VersionSource};
 use crate::config::Config;
 use anyhow::Context as _;
+use arc_swap::ArcSwap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +36,8 @@ pub struct Settings {
     pub watch_cert_files: bool,
     pub shutdown_delay: Duration,
     pub drain_timeout: Duration,
+    /// Where the cluster's Kubernetes version comes from (SPEC §7).
+    pub kubernetes_version: VersionSource,
 }
 
 impl Default for Settings {
@@ -53,6 +57,7 @@ impl Default for Settings {
             watch_cert_files: true,
             shutdown_delay: Duration::from_secs(5),
             drain_timeout: Duration::from_secs(10),
+            kubernetes_version: VersionSource::Config,
         }
     }
 }
@@ -115,13 +120,19 @@ impl Server {
 
         let readiness = Arc::new(Readiness::default());
         let state = Arc::new(AppState {
-            config: Arc::new(settings.config),
+            config: ArcSwap::from_pointee(settings.config),
             metrics: metrics.clone(),
             readiness: readiness.clone(),
             max_body_bytes: settings.max_body_bytes,
             request_timeout: settings.request_timeout,
         });
         let (shutdown, shutdown_rx) = watch::channel(false);
+        // Before accepting: the first reviews must already be decided for the right version.
+        if let Some(refresh) =
+            version::start(&state, settings.kubernetes_version, shutdown_rx.clone()).await
+        {
+            tokio::spawn(refresh);
+        }
 
         if let Some((files, cert, key)) = reloader {
             tokio::spawn(
