@@ -22,14 +22,19 @@ KUBE_VERSION=1.20.2
 CACHE="${PRESTOP_E2E_CACHE:-/var/cache/prestop-e2e}"
 APISERVER=$(bash e2e/setup.sh) || { echo "e2e/node: e2e/setup.sh failed" >&2; exit 1; }
 bash "$HERE/setup.sh" || { echo "e2e/node: setup failed" >&2; exit 1; }
-cargo build --locked --quiet --bin prestop-injector || { echo "e2e/node: cargo build failed" >&2; exit 1; }
-BIN="$ROOT/target/debug/prestop-injector"
+# PRESTOP_E2E_BIN / PRESTOP_E2E_CLEANER_BIN: binaries built elsewhere (another branch).
+BIN=${PRESTOP_E2E_BIN:-}
+if [[ -z "$BIN" ]]; then
+  cargo build --locked --quiet --bin prestop-injector || { echo "e2e/node: cargo build failed" >&2; exit 1; }
+  BIN="$ROOT/target/debug/prestop-injector"
+fi
 # The cleaner program (issue 10) and its image, when the webhook knows `cleaner.image`.
-CLEANER_BIN=
-if [[ -x scripts/build-cleaner.sh && -d cleaner ]] && grep -q 'struct CleanerConfig' src/config.rs 2>/dev/null; then
+CLEANER_BIN=${PRESTOP_E2E_CLEANER_BIN:-}
+if [[ -z "$CLEANER_BIN" && -x scripts/build-cleaner.sh && -d cleaner ]] &&
+  grep -q 'struct CleanerConfig' src/config.rs 2>/dev/null; then
   CLEANER_BIN=$(bash scripts/build-cleaner.sh --quiet | sed -n 's/: .* bytes, static$//p') &&
     [[ -x "$CLEANER_BIN" ]] || { echo "e2e/node: building the cleaner failed" >&2; exit 1; }
-  CLEANER_BIN="$ROOT/$CLEANER_BIN"
+  [[ "$CLEANER_BIN" == /* ]] || CLEANER_BIN="$ROOT/$CLEANER_BIN"
 fi
 setup_seconds=$(($(date +%s) - started))
 

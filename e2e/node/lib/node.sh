@@ -348,8 +348,10 @@ node_stop() {
     done
     node_stop_pid 0
   fi
-  # 3. What the daemons leave by design: the kubelet's cgroups and sysctls, the bridge
-  #    the CNI plugin created.
+  # 3. What the daemons leave by design: the kubelet's root mount, cgroups and sysctls,
+  #    the bridge the CNI plugin created.
+  # The kubelet bind-mounts its root directory onto itself (to make it rshared).
+  mountpoint -q "$NODE/kubelet" && umount "$NODE/kubelet"
   node_remove_cgroup_root
   node_restore_sysctls
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link del "$NODE_BRIDGE"
