@@ -51,6 +51,7 @@ HOSTS_MARK="# prestop-e2e-node $$"
 PIDS=()
 WEBHOOK_PID=
 NS=e2e-node
+NODE_NAMESPACE=$NS
 
 log() { echo "e2e/node: $*" >&2; }
 
@@ -59,10 +60,15 @@ source "$HERE/lib/node.sh"
 # shellcheck source=lib/images.sh
 source "$HERE/lib/images.sh"
 
-TEARDOWN_OK=1
+TEARDOWN_CHECKED=0
 cleanup() {
   local pid m
   node_stop
+  # A run that stopped early (a failed start, ^C) still checks what the node left.
+  if ((!TEARDOWN_CHECKED)) && ((${#NODE_SYSCTLS_SAVED[@]})); then
+    TEARDOWN_CHECKED=1
+    node_teardown_check >&2
+  fi
   # Mounts a scenario planted (and did not get to remove).
   for m in $(node_mounts_below "$HOST"); do umount "$m" 2>/dev/null || umount -l "$m"; done
   [[ -n "$WEBHOOK_PID" ]] && kill "$WEBHOOK_PID" 2>/dev/null
@@ -265,6 +271,7 @@ run_scenarios
 
 # --- teardown, checked -----------------------------------------------------------------
 node_stop
+TEARDOWN_CHECKED=1
 if node_teardown_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 if [[ "${PRESTOP_E2E_NODE_STRACE:-}" == 1 ]]; then
   if node_strace_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi

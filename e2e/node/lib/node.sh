@@ -2,7 +2,8 @@
 # kube-controller-manager and kube-scheduler, each with its own config, root, state and
 # socket under $NODE, started in the background and stopped by pid. Sourced by
 # e2e/node/run.sh, which provides: NODE (an empty directory), PKI (ca.crt/ca.key of the
-# API server), API_URL, CACHE, KUBE_VERSION, sign(), free_port(), wait_for(), log().
+# API server), API_URL, CACHE, KUBE_VERSION, NODE_IMAGES, NODE_NAMESPACE (the only
+# namespace the suite's pods run in), sign(), free_port(), wait_for(), log(), k().
 #
 # What this machine needs and why (issue #13's measurements):
 # - no registry: images are imported from local docker-archive tars (images.sh);
@@ -25,6 +26,14 @@ NODE_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_
   kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 NODE_SYSCTLS_SAVED=()
 NODE_STARTED=0
+# Paths containerd, the shim, libcni and the 1.20 kubelet use whatever the config says
+# (the shim socket and fifo directories, the CNI result cache, the pod log directories),
+# deepest first. Those that did not exist before the run are removed when empty at stop
+# and must be gone for the teardown check to pass.
+NODE_FIXED_DIRS=(/run/containerd/fifo /run/containerd/s /run/containerd/runc/k8s.io
+  /run/containerd/runc /run/containerd /var/lib/cni/results /var/lib/cni
+  /var/log/containers /var/log/pods)
+NODE_FIXED_NEW=()
 
 node_init_names() {
   # Per-run names, so a leftover from another run is never ours to remove.
@@ -124,6 +133,7 @@ disabled_plugins = [
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$NODE/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$NODE/cni/net.d"
@@ -244,6 +254,9 @@ node_start() {
   k create clusterrolebinding prestop-e2e-node --clusterrole system:node \
     --group system:nodes >/dev/null || return 1
   node_save_sysctls
+  local d
+  NODE_FIXED_NEW=()
+  for d in "${NODE_FIXED_DIRS[@]}"; do [[ -e "$d" ]] || NODE_FIXED_NEW+=("$d"); done
   node_make_cgroup_root || { log "cannot create cgroup $NODE_CGROUP_ROOT"; return 1; }
   NODE_STARTED=1
 
@@ -357,6 +370,13 @@ node_stop() {
   node_remove_cgroup_root
   node_restore_sysctls
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link del "$NODE_BRIDGE"
+  # The 1.20 kubelet writes container logs to fixed paths; ours are the pods of the
+  # suite's namespace ($NODE_NAMESPACE), named <ns>_<pod>_<uid> and <pod>_<ns>_<c>-<id>.log.
+  if [[ -n "${NODE_NAMESPACE:-}" ]]; then
+    rm -rf /var/log/pods/"${NODE_NAMESPACE}"_* 2>/dev/null
+    find /var/log/containers -maxdepth 1 -type l -name "*_${NODE_NAMESPACE}_*.log" -delete 2>/dev/null
+  fi
+  for m in "${NODE_FIXED_NEW[@]}"; do [[ -d "$m" ]] && rmdir "$m" 2>/dev/null; done
   # 4. What they should not leave, logged (the check below then passes or fails on the
   #    result, not on the log).
   for pid in $(node_leftover_pids); do
@@ -410,8 +430,18 @@ node_teardown_check() {
       bad=1
     fi
   done
+  if [[ -n "${NODE_NAMESPACE:-}" ]] && compgen -G "/var/log/pods/${NODE_NAMESPACE}_*" >/dev/null; then
+    echo "FAIL - teardown: pod logs of $NODE_NAMESPACE left in /var/log/pods"
+    bad=1
+  fi
+  for m in "${NODE_FIXED_NEW[@]}"; do
+    if [[ -e "$m" ]]; then
+      echo "FAIL - teardown: $m left (did not exist before): $(ls -A "$m" 2>/dev/null | head -c 200)"
+      bad=1
+    fi
+  done
   if ((bad == 0)); then
-    echo "ok - teardown: no process, mount, bridge, veth, cgroup or sysctl change left"
+    echo "ok - teardown: no process, mount, bridge, veth, cgroup, sysctl change or new directory left"
   fi
   return $bad
 }
