@@ -192,9 +192,10 @@ wait_for 90 k get --raw /readyz || {
 }
 SERVER_VERSION=$(k version -o json 2>/dev/null | jq -r .serverVersion.gitVersion)
 
-if ! grep -qE "^127\.0\.0\.1[[:space:]]+$WEBHOOK_HOST([[:space:]]|$)" /etc/hosts; then
-  echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
-fi
+# The webhook's Service name resolves to loopback, so TLS still verifies that name. Our
+# own line even when another run's is there: that run removes its line when it ends
+# (seen here: a concurrent e2e/run.sh did, and creates failed mid-run).
+echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
 
 # --- the webhook -----------------------------------------------------------------------
 CONFIG="$WORK/config.yaml"
