@@ -76,6 +76,9 @@ EOF
   apt-get update -qq
   log "downloading the kubernetes source package"
   (cd "$SRC" && apt-get source --download-only -qq kubernetes >&2)
+  # Only needed for this download: every later `apt-get update` would fetch the Sources
+  # indexes again for nothing.
+  rm -f "$DEBSRC"
 fi
 
 TREE="$SRC/tree"

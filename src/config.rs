@@ -48,6 +48,7 @@ pub struct Config {
     /// Mode used when the `mode` annotation is absent.
     pub default_mode: Mode,
     pub sidecar: SidecarConfig,
+    pub cleaner: CleanerConfig,
     pub orphan_delete: OrphanDelete,
     /// The cluster's Kubernetes version (`"1.29"`): decides which features may be emitted
     /// (sidecar mode needs 1.29, a preStop `sleep` action 1.30). Set in the file, it
@@ -56,13 +57,63 @@ pub struct Config {
     pub kubernetes_version: Option<KubeVersion>,
 }
 
+/// How the cleanup is carried out inside the pod (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CleanerMode {
+    /// The static `prestop-clean` program, delivered by an init container: no shell, no
+    /// symlink, mount or swap crossed.
+    #[default]
+    Binary,
+    /// The POSIX `sh` script of earlier releases, for clusters that forbid the extra
+    /// image. Weaker: a concurrent symlink swap or a bind mount of the same filesystem is
+    /// not caught, and the image needs a shell.
+    Shell,
+}
+
+impl CleanerMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanerMode::Binary => "binary",
+            CleanerMode::Shell => "shell",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CleanerConfig {
+    /// The image that carries `/usr/local/bin/prestop-clean`: the release's own image.
+    pub image: String,
+    pub mode: CleanerMode,
+}
+
+/// The release's own image, which ships both programs. deploy/base sets the same value
+/// (`cleaner.image` in config.yaml, `images:` in kustomization.yaml); a test keeps the
+/// three in step.
+pub const DEFAULT_CLEANER_IMAGE: &str = concat!(
+    "ghcr.io/prestop-injector/prestop-injector:",
+    env!("CARGO_PKG_VERSION")
+);
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            image: DEFAULT_CLEANER_IMAGE.to_owned(),
+            mode: CleanerMode::Binary,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct SidecarConfig {
     /// Whether sidecar mode may be used at all (explicitly or as a fallback).
     pub allowed: bool,
-    /// Image of the cleanup sidecar; it needs `/bin/sh`, `find` and `rm`.
-    pub image: String,
+    /// Image of the shell sidecar of `cleaner.mode: shell` (it needs `/bin/sh`, `find` and
+    /// `rm`; default [`DEFAULT_SIDECAR_IMAGE`]). With `cleaner.mode: binary` the sidecar
+    /// runs `cleaner.image` and this key is ignored with a start-up warning.
+    pub image: Option<String>,
     /// `resources` of the sidecar container, copied verbatim.
     pub resources: serde_json::Value,
 }
@@ -70,11 +121,18 @@ pub struct SidecarConfig {
 /// Pinned so that a cluster never pulls a moving tag into every Job pod.
 pub const DEFAULT_SIDECAR_IMAGE: &str = "busybox:1.37.0";
 
+impl SidecarConfig {
+    /// The image of the shell-mode sidecar.
+    pub fn shell_image(&self) -> &str {
+        self.image.as_deref().unwrap_or(DEFAULT_SIDECAR_IMAGE)
+    }
+}
+
 impl Default for SidecarConfig {
     fn default() -> Self {
         SidecarConfig {
             allowed: true,
-            image: DEFAULT_SIDECAR_IMAGE.to_owned(),
+            image: None,
             resources: serde_json::json!({
                 "requests": {"cpu": "10m", "memory": "16Mi"},
                 "limits": {"cpu": "100m", "memory": "32Mi"}
@@ -96,6 +154,7 @@ impl Default for Config {
             max_grace_seconds: 3600,
             default_mode: Mode::Exec,
             sidecar: SidecarConfig::default(),
+            cleaner: CleanerConfig::default(),
             orphan_delete: OrphanDelete::Warn,
             kubernetes_version: None,
         }
@@ -139,7 +198,25 @@ impl Config {
         if self.max_grace_seconds == 0 {
             anyhow::bail!("maxGraceSeconds must be positive");
         }
+        if self.cleaner.image.trim().is_empty() {
+            anyhow::bail!(
+                "cleaner.image must name an image, e.g. {DEFAULT_CLEANER_IMAGE:?}; \
+                 or set cleaner.mode: shell"
+            );
+        }
         Ok(())
+    }
+
+    /// Settings that are accepted but have no effect, one sentence each, for the start-up log.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let (Some(image), CleanerMode::Binary) = (&self.sidecar.image, self.cleaner.mode) {
+            warnings.push(format!(
+                "sidecar.image {image:?} is ignored: the sidecar runs the cleaner program from \
+                 cleaner.image; sidecar.image only applies with cleaner.mode: shell"
+            ));
+        }
+        warnings
     }
 }
 
@@ -173,9 +250,40 @@ mod tests {
         assert_eq!(config.allowed_host_path_prefixes, ["/scratch"]);
         assert_eq!(config.default_mode, Mode::Sidecar);
         assert!(!config.sidecar.allowed);
-        assert_eq!(config.sidecar.image, "busybox:1.36");
+        assert_eq!(config.sidecar.shell_image(), "busybox:1.36");
         assert_eq!(config.orphan_delete, OrphanDelete::Deny);
         assert_eq!(config.kubernetes_version, Some(KubeVersion::new(1, 28)));
+        assert_eq!(config.cleaner.image, DEFAULT_CLEANER_IMAGE);
+        assert_eq!(config.cleaner.mode, CleanerMode::Binary);
+    }
+
+    #[test]
+    fn cleaner_keys() {
+        let config =
+            Config::from_yaml("cleaner: {image: 'registry.example/p:1', mode: shell}\n").unwrap();
+        assert_eq!(config.cleaner.image, "registry.example/p:1");
+        assert_eq!(config.cleaner.mode, CleanerMode::Shell);
+        assert_eq!(config.sidecar.shell_image(), DEFAULT_SIDECAR_IMAGE);
+        assert!(config.warnings().is_empty());
+        assert!(Config::from_yaml("cleaner: {mode: sh}\n").is_err());
+        assert!(Config::from_yaml("cleaner: {image: ''}\n").is_err());
+        let error = Config::from_yaml("cleaner: {imag: x}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("imag"), "{error}");
+    }
+
+    #[test]
+    fn a_sidecar_image_of_an_older_config_is_accepted_with_a_warning() {
+        let config = Config::from_yaml("sidecar: {image: 'busybox:1.36'}\n").unwrap();
+        let warnings = config.warnings();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("cleaner.mode: shell"), "{warnings:?}");
+        let config =
+            Config::from_yaml("sidecar: {image: 'busybox:1.36'}\ncleaner: {mode: shell}\n")
+                .unwrap();
+        assert!(config.warnings().is_empty());
+        assert_eq!(config.sidecar.shell_image(), "busybox:1.36");
     }
 
     #[test]

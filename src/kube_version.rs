@@ -9,6 +9,7 @@
 //! | feature | first version | why |
 //! |---|---|---|
 //! | exec preStop (everything else) | 1.20 | oldest supported |
+//! | `kubernetes.io/metadata.name` on every namespace (our namespaceSelector) | 1.21 | KEP-2161 NamespaceDefaultLabelName: beta on by default 1.21 |
 //! | `matchConditions` (webhook configuration) | 1.28 | KEP-3716 AdmissionWebhookMatchConditions: alpha 1.27, beta on by default 1.28 |
 //! | sidecar mode (native sidecars) | 1.29 | KEP-753 SidecarContainers: alpha 1.28, beta on by default 1.29 |
 //! | preStop `sleep` action | 1.30 | KEP-3960 PodLifecycleSleepAction: alpha 1.29, beta on by default 1.30 |
@@ -27,6 +28,9 @@ pub struct KubeVersion {
 
 /// The oldest release we support; assumed when the cluster's version is unknown.
 pub const OLDEST_SUPPORTED: KubeVersion = KubeVersion::new(1, 20);
+/// Every namespace carries `kubernetes.io/metadata.name`, which our namespaceSelector
+/// uses to keep the system namespaces out.
+pub const NAMESPACE_NAME_LABEL: KubeVersion = KubeVersion::new(1, 21);
 /// Webhook configurations may carry `matchConditions`.
 pub const MATCH_CONDITIONS: KubeVersion = KubeVersion::new(1, 28);
 /// Init containers with `restartPolicy: Always` (sidecar mode).

@@ -32,7 +32,11 @@
 //! json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
 //! let spec = &patched["spec"]["template"]["spec"];
 //! assert_eq!(spec["terminationGracePeriodSeconds"], 40); // 30 s cleanup + 10 s shutdown
-//! assert_eq!(spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"][4], "/scratch");
+//! // The cleaner program, delivered by an init container: `prestop-clean hook --target /scratch`.
+//! let hook = &spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"];
+//! assert_eq!(hook[0], "/.prestop-injector/prestop-clean");
+//! assert_eq!(hook[3], "/scratch");
+//! assert_eq!(spec["initContainers"][0]["name"], "prestop-install");
 //! ```
 
 pub mod admission;

@@ -249,6 +249,23 @@ fn match_conditions_only_for_servers_that_know_them() {
             assert_eq!(object, &without, "{version}: nothing else changes");
         }
     }
+    for (version, notes) in [("1.20", true), ("1.21", false)] {
+        let output = prestop_injector(&[
+            "webhook-config",
+            "--ca-file",
+            ca_file.to_str().unwrap(),
+            "--kubernetes-version",
+            version,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            stderr.contains(
+                "kubectl label namespace kube-system kubernetes.io/metadata.name=kube-system"
+            ),
+            notes,
+            "{version}: {stderr}"
+        );
+    }
     let output = prestop_injector(&[
         "webhook-config",
         "--ca-file",

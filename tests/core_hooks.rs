@@ -6,8 +6,8 @@ mod core_support;
 use base64::Engine as _;
 use core_support::*;
 use prestop_injector::admission::{self, Operation};
-use prestop_injector::config::Config;
-use prestop_injector::mutation::hook::{Action, Before, Hook};
+use prestop_injector::config::{Config, DEFAULT_CLEANER_IMAGE};
+use prestop_injector::mutation::hook::{self, Action, Before, Hook, PROGRAM};
 use prestop_injector::mutation::{decide, Endpoint, ORPHAN_DELETE_MESSAGE, SIDECAR_NAME};
 use serde_json::{json, Value};
 
@@ -41,10 +41,24 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
     let outcome = mutate(seed_job());
     let container = container(&outcome.patched, 0);
     assert_eq!(container["command"][0], "/bin/sh");
+    // No shell of ours: the program runs the user's (shell-fixed) hook, then cleans.
+    assert_eq!(
+        pre_stop_argv(container),
+        strings(&[
+            PROGRAM,
+            "hook",
+            "--target",
+            "/test-package",
+            "--",
+            "/bin/sh",
+            "-c",
+            "rm -rf /cadm-package/*"
+        ])
+    );
     assert_eq!(
         hook_of(container),
         Hook {
-            shell: "/bin/sh".into(),
+            shell: String::new(),
             before: Before::Exec(vec![
                 "/bin/sh".into(),
                 "-c".into(),
@@ -53,6 +67,7 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
             action: Action::Cleanup(vec!["/test-package".into()]),
         }
     );
+    assert_delivered(&outcome.patched, &[0]);
     assert_eq!(grace(&outcome.patched), Some(40));
     assert_eq!(
         status(&outcome.patched),
@@ -81,6 +96,9 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
             [
                 "/spec/template/spec/containers/0/command/0",
                 "/spec/template/spec/containers/0/lifecycle/preStop/exec/command/",
+                "/spec/template/spec/containers/0/volumeMounts/1",
+                "/spec/template/spec/volumes/1",
+                "/spec/template/spec/initContainers",
                 "/spec/template/spec/terminationGracePeriodSeconds",
                 "/spec/template/metadata"
             ]
@@ -133,8 +151,13 @@ fn a_sleep_action_becomes_sleep_then_cleanup() {
     let outcome = mutate(object);
     let container = container(&outcome.patched, 0);
     assert_eq!(hook_of(container).before, Before::Sleep(5));
+    assert_eq!(
+        pre_stop_argv(container),
+        strings(&[PROGRAM, "hook", "--sleep", "5", "--target", "/scratch"])
+    );
     assert_eq!(container.pointer("/lifecycle/preStop/sleep"), None);
     assert_eq!(grace(&outcome.patched), Some(5 + 30 + 10));
+    assert_targeted(&outcome);
 }
 
 #[test]
@@ -182,6 +205,18 @@ fn custom_command_runs_instead_of_the_cleanup() {
         Action::Custom("curl -s localhost/drain\nsleep 25".into())
     );
     assert_eq!(
+        pre_stop_argv(container(&outcome.patched, 0)),
+        strings(&[
+            PROGRAM,
+            "hook",
+            "--shell",
+            "/bin/sh",
+            "--script",
+            "curl -s localhost/drain\nsleep 25"
+        ])
+    );
+    assert_delivered(&outcome.patched, &[0]);
+    assert_eq!(
         grace(&outcome.patched),
         Some(35),
         "25 s of sleep + 10 s shutdown, no cleanup budget"
@@ -190,12 +225,28 @@ fn custom_command_runs_instead_of_the_cleanup() {
 
 #[test]
 fn shell_annotation_and_fix_shell_off() {
+    // The program's cleanup needs no shell: the annotation only matters for scripts.
     let object = scratch_job(
         json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/shell": "/bin/bash"}),
     );
-    let outcome = mutate(object);
+    let outcome = mutate(object.clone());
+    assert_eq!(hook_of(container(&outcome.patched, 0)).shell, "");
+    assert!(
+        !outcome.warnings().contains("preStop hook"),
+        "{}",
+        outcome.warnings()
+    );
+    let outcome = mutate_with(Endpoint::Mutate, &shell_mode(), object);
     assert_eq!(
         hook_of(container(&outcome.patched, 0)).shell,
+        "/bin/sh",
+        "busybox has no bash"
+    );
+    let object = scratch_job(
+        json!({"prestop-injector.io/command": "echo bye", "prestop-injector.io/shell": "/bin/bash"}),
+    );
+    assert_eq!(
+        hook_of(container(&mutate(object).patched, 0)).shell,
         "/bin/sh",
         "busybox has no bash"
     );
@@ -219,43 +270,54 @@ fn a_hook_is_given_back_when_cleanup_is_turned_off() {
         ["/bin/sh", "-c", "rm -rf /cadm-package/*"]
     );
     assert_eq!(status(&outcome.patched).unwrap()["containers"], json!([]));
+    // The installer, its volume and the mount go too: the pod is the user's again.
+    let spec = template_spec(&outcome.patched);
+    let seed = seed_job();
+    let original = template_spec(&seed);
+    assert_eq!(spec.get("initContainers"), None);
+    assert_eq!(spec["volumes"], original["volumes"]);
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        original["containers"][0]["volumeMounts"]
+    );
+    assert_targeted(&outcome);
 }
 
 #[test]
-fn http_get_hooks_and_shell_less_images_use_the_sidecar() {
-    let mut object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
-    object["spec"]["template"]["spec"]["containers"][0]["lifecycle"] =
-        json!({"preStop": {"httpGet": {"path": "/quit", "port": 8080}}});
-    let outcome = mutate(object.clone());
-    let spec = template_spec(&outcome.patched);
-    assert_eq!(spec["initContainers"][0]["name"], SIDECAR_NAME);
-    assert_eq!(
-        spec["containers"][0]["lifecycle"]["preStop"],
-        json!({"httpGet": {"path": "/quit", "port": 8080}})
-    );
+fn http_get_and_tcp_socket_hooks_use_the_sidecar() {
+    for handler in [
+        json!({"httpGet": {"path": "/quit", "port": 8080}}),
+        json!({"tcpSocket": {"port": 8080}}),
+    ] {
+        let mut object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
+        object["spec"]["template"]["spec"]["containers"][0]["lifecycle"] =
+            json!({"preStop": handler});
+        // The sidecar runs as the container's numeric user (Pod Security `restricted`).
+        object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
+        let outcome = mutate(object.clone());
+        let spec = template_spec(&outcome.patched);
+        assert_eq!(spec["initContainers"][0]["name"], SIDECAR_NAME);
+        assert_eq!(spec["initContainers"].as_array().unwrap().len(), 1);
+        assert_eq!(spec["containers"][0]["lifecycle"]["preStop"], handler);
+        assert_eq!(
+            spec["volumes"],
+            template_spec(&object)["volumes"],
+            "no program volume"
+        );
+        assert_targeted(&outcome);
 
-    let config = Config::from_yaml("sidecar: {allowed: false}\n").unwrap();
-    let outcome = mutate_with(Endpoint::Mutate, &config, object);
-    assert_eq!(template_spec(&outcome.patched).get("initContainers"), None);
-    assert!(
-        outcome.warnings().contains("its preStop is httpGet"),
-        "{}",
-        outcome.warnings()
-    );
-
-    let mut object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
-    object["spec"]["template"]["spec"]["containers"][0]["image"] =
-        json!("gcr.io/distroless/static-debian12:nonroot");
-    let outcome = mutate_with(Endpoint::Mutate, &config, object.clone());
-    assert!(
-        outcome.warnings().contains("has no shell"),
-        "{}",
-        outcome.warnings()
-    );
-    assert_eq!(
-        template_spec(&mutate(object).patched)["initContainers"][0]["name"],
-        SIDECAR_NAME
-    );
+        let config = Config::from_yaml("sidecar: {allowed: false}\n").unwrap();
+        let outcome = mutate_with(Endpoint::Mutate, &config, object);
+        assert_eq!(template_spec(&outcome.patched).get("initContainers"), None);
+        let kind = handler.as_object().unwrap().keys().next().unwrap().clone();
+        assert!(
+            outcome
+                .warnings()
+                .contains(&format!("its preStop is {kind}")),
+            "{}",
+            outcome.warnings()
+        );
+    }
 }
 
 #[test]
@@ -281,7 +343,7 @@ fn sidecar_mode_adds_one_native_sidecar_with_the_same_mounts_and_user() {
     assert_eq!(spec["initContainers"][0]["name"], "setup");
     assert_eq!(sidecar["name"], SIDECAR_NAME);
     assert_eq!(sidecar["restartPolicy"], "Always");
-    assert_eq!(sidecar["image"], Config::default().sidecar.image);
+    assert_eq!(sidecar["image"], DEFAULT_CLEANER_IMAGE);
     assert_eq!(
         sidecar["volumeMounts"],
         json!([{"name": "scratch", "mountPath": "/scratch", "subPath": "job"}])
@@ -296,8 +358,23 @@ fn sidecar_mode_adds_one_native_sidecar_with_the_same_mounts_and_user() {
     assert_eq!(sidecar.get("lifecycle"), None, "no preStop on the sidecar");
     let argv: Vec<String> = serde_json::from_value(sidecar["command"].clone()).unwrap();
     assert_eq!(
-        prestop_injector::mutation::hook::sidecar_targets(&argv),
+        argv,
+        strings(&[
+            "/usr/local/bin/prestop-clean",
+            "sidecar",
+            "--target",
+            "/scratch"
+        ]),
+        "the program, no shell"
+    );
+    assert_eq!(
+        hook::sidecar_targets(&argv),
         Some(vec!["/scratch".to_owned()])
+    );
+    assert_eq!(
+        spec["initContainers"].as_array().unwrap().len(),
+        2,
+        "no installer: the sidecar runs the program from its own image"
     );
     assert_eq!(
         spec["containers"][0].get("lifecycle"),
@@ -318,6 +395,8 @@ fn the_pod_level_pass_of_a_controller_created_pod_is_a_no_op() {
         json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}),
     );
     object["spec"]["template"]["metadata"] = json!({"annotations": {"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}});
+    object["spec"]["template"]["spec"]["containers"][0]["securityContext"] =
+        json!({"runAsUser": 1000});
     let job = mutate(object).patched;
     let template = &job["spec"]["template"];
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});

@@ -1,27 +1,72 @@
 //! Property tests of the core's invariants over generated pod templates: the patch always
 //! applies, a second pass is empty, only the fields the feature needs change, unknown
-//! fields survive, cleanup targets stay inside writable mounts, grace is never lowered,
-//! and no input makes the core panic.
+//! fields survive, cleanup targets stay inside writable mounts, no target has another
+//! volume at or below it (container side or host side) or overlaps a protected host path
+//! (checked by `support/safety_oracle.rs`, written apart from the core), grace is never
+//! lowered, and no input makes the core panic.
 
 mod core_support;
+#[path = "support/safety_oracle.rs"]
+mod safety_oracle;
+
+use safety_oracle::SidecarMounts;
 
 use core_support::request;
 use prestop_injector::admission::{self, Operation};
-use prestop_injector::config::Config;
-use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
+use prestop_injector::config::{Config, Mode};
+use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook, IMAGE_PROGRAM, PROGRAM_DIR};
 use prestop_injector::mutation::targets::{is_at_or_below, mounts};
 use prestop_injector::mutation::{decide, Endpoint};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-const MOUNT_PATHS: &[&str] = &["/scratch", "/data", "/data/sub", "/cache", "/", "/scratch/"];
+/// Mount paths in the forms the API server lets through: the kubelet reads `data`,
+/// `/data/`, `/data/.` and `//data` all as `/data`; `..` is unreadable for us.
+const MOUNT_PATHS: &[&str] = &[
+    "/scratch",
+    "/data",
+    "/data/",
+    "data",
+    "/data/.",
+    "//data",
+    "/data/sub",
+    "data/sub/",
+    "/data/keep",
+    "/cache",
+    "/",
+    "/scratch/",
+    "/data/../data/sub",
+    "/models",
+];
 const HOST_PATHS: &[&str] = &[
     "/mnt/a",
+    "/mnt/a/",
+    "/mnt/a/b",
+    "/mnt",
+    "/data",
+    "/data/keep",
     "/etc",
     "/var/lib/x",
+    "/var/lib/etcd",
     "/",
+    "/tmp",
     "/tmp/y",
+    "/opt",
     "/var/lib/kubelet/z",
+    "relative",
+];
+/// `subPath` / `subPathExpr` of a mount, valid and not.
+const SUB_PATHS: &[(&str, &str)] = &[
+    ("", ""),
+    ("", ""),
+    ("", ""),
+    ("subPath", "b"),
+    ("subPath", "keep"),
+    ("subPath", "b/c/"),
+    ("subPath", "/abs"),
+    ("subPath", "x/../.."),
+    ("subPathExpr", "$(POD_NAME)"),
+    ("subPathExpr", "$(EMPTY)"),
 ];
 const HOST_TYPES: &[&str] = &["", "Directory", "DirectoryOrCreate", "File"];
 const IMAGES: &[&str] = &[
@@ -68,7 +113,15 @@ fn container(index: usize) -> impl Strategy<Value = Value> {
         pick(IMAGES),
         command(),
         lifecycle(),
-        proptest::collection::vec((0usize..4, pick(MOUNT_PATHS), any::<bool>()), 0..4),
+        proptest::collection::vec(
+            (
+                0usize..5,
+                pick(MOUNT_PATHS),
+                any::<bool>(),
+                proptest::sample::select(SUB_PATHS),
+            ),
+            0..5,
+        ),
         any::<i32>(),
     )
         .prop_map(move |(image, command, lifecycle, mounts, future)| {
@@ -83,8 +136,19 @@ fn container(index: usize) -> impl Strategy<Value = Value> {
             }
             let mounts: Vec<Value> = mounts
                 .into_iter()
-                .map(|(volume, path, read_only)| json!({"name": format!("v{volume}"), "mountPath": path, "readOnly": read_only}))
+                .map(|(volume, path, read_only, (key, sub))| {
+                    let mut mount = json!({"name": format!("v{volume}"), "mountPath": path, "readOnly": read_only});
+                    if !key.is_empty() {
+                        mount[key] = json!(sub);
+                    }
+                    mount
+                })
                 .collect();
+            container.insert(
+                "env".into(),
+                json!([{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                       {"name": "EMPTY", "value": ""}]),
+            );
             container.insert("volumeMounts".into(), Value::Array(mounts));
             container.insert("xFuture".into(), json!(future));
             Value::Object(container)
@@ -93,9 +157,10 @@ fn container(index: usize) -> impl Strategy<Value = Value> {
 
 fn volume(index: usize) -> impl Strategy<Value = Value> {
     prop_oneof![
-        (pick(HOST_PATHS), pick(HOST_TYPES))
+        4 => (pick(HOST_PATHS), pick(HOST_TYPES))
             .prop_map(move |(path, kind)| json!({"name": format!("v{index}"), "hostPath": {"path": path, "type": kind}})),
-        Just(json!({"name": format!("v{index}"), "emptyDir": {}})),
+        1 => Just(json!({"name": format!("v{index}"), "emptyDir": {}})),
+        1 => Just(json!({"name": format!("v{index}"), "persistentVolumeClaim": {"claimName": "db"}})),
     ]
 }
 
@@ -103,9 +168,21 @@ fn annotations() -> impl Strategy<Value = Value> {
     let valid: Vec<(&'static str, &'static [&'static str])> = vec![
         (
             "prestop-injector.io/cleanup",
-            &["auto", "off", "/scratch", "/data/x", "/cache"],
+            &[
+                "auto",
+                "auto",
+                "off",
+                "/scratch",
+                "/data/x",
+                "/data",
+                "/data/sub",
+                "/data/keep",
+                "/models",
+                "/cache",
+                "/scratch,/data/sub",
+            ],
         ),
-        ("prestop-injector.io/mode", &["exec", "sidecar"]),
+        ("prestop-injector.io/mode", &["exec", "sidecar", "sidecar"]),
         ("prestop-injector.io/hook-seconds", &["5", "2m", "2h"]),
         ("prestop-injector.io/containers", &["c0", "c1"]),
         ("prestop-injector.io/command", &["sleep 2; echo bye"]),
@@ -145,13 +222,19 @@ fn annotations() -> impl Strategy<Value = Value> {
 fn job() -> impl Strategy<Value = Value> {
     (
         (1usize..4).prop_flat_map(|n| (0..n).map(container).collect::<Vec<_>>()),
-        (0..4).map(volume).collect::<Vec<_>>(),
+        (0..5).map(volume).collect::<Vec<_>>(),
         annotations(),
         proptest::option::of(0u64..5000),
         any::<bool>(),
+        proptest::option::weighted(0.3, container(9)),
     )
-        .prop_map(|(containers, volumes, annotations, grace, on_template)| {
+        .prop_map(|(containers, volumes, annotations, grace, on_template, init)| {
             let mut spec = json!({"containers": containers, "volumes": volumes, "restartPolicy": "Never", "xFutureSpec": {"a": [1]}});
+            if let Some(mut init) = init {
+                init["name"] = json!("init");
+                init.as_object_mut().map(|i| i.remove("lifecycle"));
+                spec["initContainers"] = json!([init]);
+            }
             if let Some(grace) = grace {
                 spec["terminationGracePeriodSeconds"] = json!(grace);
             }
@@ -172,6 +255,8 @@ fn allowed(path: &str) -> bool {
         "/livenessProbe/exec/command/",
         "/readinessProbe/exec/command/",
         "/startupProbe/exec/command/",
+        // The program's read-only mount (checked below to be the only change there).
+        "/volumeMounts",
     ];
     let Some(rest) = path.strip_prefix("/spec/template/") else {
         return path == "/spec/ttlSecondsAfterFinished";
@@ -180,6 +265,7 @@ fn allowed(path: &str) -> bool {
         || rest.starts_with("metadata/annotations")
         || rest == "metadata"
         || rest.starts_with("spec/initContainers")
+        || rest.starts_with("spec/volumes")
         || rest.strip_prefix("spec/containers/").is_some_and(|rest| {
             let field = rest.trim_start_matches(|c: char| c.is_ascii_digit());
             container_fields
@@ -226,13 +312,25 @@ fn check_targets(patched: &Value) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn mutation_invariants(object in job(), auto in any::<bool>(), sidecar_allowed in any::<bool>()) {
+    fn mutation_invariants(
+        object in job(),
+        auto in any::<bool>(),
+        sidecar_allowed in any::<bool>(),
+        protected in pick(&["", "/data/keep", "/mnt/a/b"]),
+        allowed_prefix in pick(&["", "/mnt"]),
+        sidecar_by_default in any::<bool>(),
+    ) {
         let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
         let mut config = Config::default();
-        config.sidecar.allowed = sidecar_allowed;
+        config.sidecar.allowed = sidecar_allowed || sidecar_by_default;
+        if sidecar_by_default {
+            config.default_mode = Mode::Sidecar;
+        }
+        config.protected_host_paths = [protected].into_iter().filter(|p| !p.is_empty()).map(str::to_owned).collect();
+        config.allowed_host_path_prefixes = [allowed_prefix].into_iter().filter(|p| !p.is_empty()).map(str::to_owned).collect();
         let decision = decide(&request(Operation::Create, object.clone()), endpoint, &config);
         prop_assert!(decision.warnings.iter().all(|w| w.chars().count() <= 120));
         let Some(patch) = decision.patch else { return Ok(()) };
@@ -246,15 +344,52 @@ proptest! {
         prop_assert_eq!(again.patch, None, "second pass is not empty");
         prop_assert_eq!(&patched["xFutureTop"], &object["xFutureTop"]);
         prop_assert_eq!(&patched["spec"]["template"]["spec"]["xFutureSpec"], &object["spec"]["template"]["spec"]["xFutureSpec"]);
-        for (before, after) in object["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter()
-            .zip(patched["spec"]["template"]["spec"]["containers"].as_array().unwrap()) {
+        // The user's volumes and mounts are kept exactly; ours is the installer's volume.
+        let spec = &patched["spec"]["template"]["spec"];
+        let program_volume = spec["initContainers"].as_array().into_iter().flatten()
+            .find(|c| c["command"] == json!([IMAGE_PROGRAM, "install", PROGRAM_DIR]))
+            .map(|installer| installer["volumeMounts"][0]["name"].clone());
+        let without_ours = |list: &Value| -> Value {
+            match list.as_array() {
+                Some(items) => {
+                    let kept: Vec<Value> = items.iter().filter(|item| Some(&item["name"]) != program_volume.as_ref()).cloned().collect();
+                    if kept.is_empty() && program_volume.is_some() { Value::Null } else { Value::Array(kept) }
+                }
+                None => list.clone(),
+            }
+        };
+        let spec_before = &object["spec"]["template"]["spec"];
+        prop_assert_eq!(without_ours(&spec_before["volumes"]), without_ours(&spec["volumes"]));
+        for (before, after) in spec_before["containers"].as_array().unwrap().iter()
+            .zip(spec["containers"].as_array().unwrap()) {
             prop_assert_eq!(&before["xFuture"], &after["xFuture"]);
-            prop_assert_eq!(&before["volumeMounts"], &after["volumeMounts"]);
+            prop_assert_eq!(without_ours(&before["volumeMounts"]), without_ours(&after["volumeMounts"]));
         }
         let grace_before = object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
         let grace_after = patched["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
         prop_assert!(grace_after >= grace_before);
         check_targets(&patched)?;
+        let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], &config.protected_host_paths, SidecarMounts::SourceContainer);
+        prop_assert!(violations.is_empty(), "SPEC §3 violated: {violations:?}\nin {patched}");
+    }
+
+    /// SPEC §7: the sidecar's own merged mount list obeys §3 too (issue 9 class 4). The pod
+    /// runs as a numeric non-root user, or the sidecar (Pod Security `restricted`) is
+    /// never used and this would only test exec hooks.
+    #[test]
+    fn sidecar_mount_list_obeys_the_target_rules(mut object in job(), protected in pick(&["", "/data/keep"])) {
+        object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
+        let config = Config {
+            default_mode: Mode::Sidecar,
+            protected_host_paths: [protected].into_iter().filter(|p| !p.is_empty()).map(str::to_owned).collect(),
+            ..Config::default()
+        };
+        let decision = decide(&request(Operation::Create, object.clone()), Endpoint::Mutate, &config);
+        let Some(patch) = decision.patch else { return Ok(()) };
+        let mut patched = object;
+        json_patch::patch(&mut patched, &patch).map_err(|e| TestCaseError::fail(format!("patch does not apply: {e}")))?;
+        let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], &config.protected_host_paths, SidecarMounts::Own);
+        prop_assert!(violations.is_empty(), "SPEC §7 violated: {violations:?}\nin {patched}");
     }
 
     /// The server skips parsing objects it cannot act on (admission::review): it must

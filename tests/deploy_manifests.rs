@@ -26,6 +26,67 @@ fn every_overlay_renders_and_validates_strictly() {
     }
 }
 
+/// `cleaner.image` in the shipped config is the Deployment's own image (kustomize's
+/// `images:` rewrites the Deployment but not a file in a configMapGenerator) and the
+/// binary's built-in default; and the config loads.
+#[test]
+fn the_cleaner_image_is_the_deployments_image() {
+    let base = common::deploy_dir().join("base");
+    let read = |name: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(base.join(name)).unwrap();
+        serde_yaml::from_str(&text).unwrap()
+    };
+    let kustomization = read("kustomization.yaml");
+    let image = kustomization["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "prestop-injector")
+        .expect("images: prestop-injector");
+    let deployed = format!(
+        "{}:{}",
+        image["newName"].as_str().unwrap(),
+        image["newTag"].as_str().unwrap()
+    );
+    let text = std::fs::read_to_string(base.join("config.yaml")).unwrap();
+    let config = prestop_injector::config::Config::from_yaml(&text).unwrap();
+    assert_eq!(config.cleaner.image, deployed);
+    assert_eq!(
+        config.cleaner.image,
+        prestop_injector::config::DEFAULT_CLEANER_IMAGE
+    );
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    assert_eq!(
+        read("deployment.yaml")["spec"]["template"]["spec"]["containers"][0]["image"],
+        "prestop-injector",
+        "the Deployment's image is the one kustomize rewrites"
+    );
+
+    // Rendered, when kubectl is there: the ConfigMap's config names the Deployment's image.
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    for overlay in common::OVERLAYS {
+        let objects = common::render(&kubectl, overlay);
+        let deployment = find(&objects, "Deployment", "prestop-injector");
+        let image = &deployment["spec"]["template"]["spec"]["containers"][0]["image"];
+        let config_map = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "ConfigMap"
+                    && o["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("prestop-injector-config"))
+            })
+            .expect("the config ConfigMap");
+        let config = prestop_injector::config::Config::from_yaml(
+            config_map["data"]["config.yaml"].as_str().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json!(config.cleaner.image), *image, "{overlay}");
+    }
+}
+
 #[test]
 fn strict_validation_rejects_an_unknown_field() {
     let Some(validator) = common::kubernetes_validate() else {
@@ -67,7 +128,8 @@ fn deployment_is_highly_available_and_restricted() {
         pod["topologySpreadConstraints"][0]["topologyKey"],
         "topology.kubernetes.io/zone"
     );
-    assert_eq!(pod["automountServiceAccountToken"], false);
+    // Only to read /version (no RBAC); the ServiceAccount itself mounts nothing.
+    assert_eq!(pod["automountServiceAccountToken"], true);
     assert_eq!(pod["serviceAccountName"], "prestop-injector");
     let security = &pod["securityContext"];
     assert_eq!(security["runAsNonRoot"], true);

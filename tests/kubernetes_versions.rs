@@ -16,6 +16,17 @@ fn on(version: Option<&str>) -> Config {
     }
 }
 
+/// A Job the sidecar can serve: its container runs as a numeric non-root user.
+fn sidecar_job(annotations: Value) -> Value {
+    let mut app = scratch_container();
+    app["securityContext"] = json!({"runAsUser": 1000});
+    job(
+        annotations,
+        app,
+        json!([core_support::host_path_volume("scratch", "/mnt/scratch")]),
+    )
+}
+
 fn has_sidecar(object: &Value) -> bool {
     template_spec(object)["initContainers"]
         .as_array()
@@ -24,7 +35,7 @@ fn has_sidecar(object: &Value) -> bool {
 
 #[test]
 fn explicit_sidecar_mode_is_denied_below_1_29_naming_the_version() {
-    let object = scratch_job(
+    let object = sidecar_job(
         json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}),
     );
     for version in ["1.20", "1.28"] {
@@ -72,6 +83,7 @@ fn default_mode_sidecar_falls_back_to_exec_below_1_29_with_a_warning() {
 #[test]
 fn the_automatic_fallback_for_an_http_hook_is_off_below_1_29() {
     let mut app = scratch_container();
+    app["securityContext"] = json!({"runAsUser": 1000});
     app["lifecycle"] = json!({"preStop": {"httpGet": {"path": "/drain", "port": 8080}}});
     let object = job(
         json!({"prestop-injector.io/cleanup": "auto"}),
@@ -140,7 +152,7 @@ fn mutate_takes_the_kubernetes_version() {
     let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: w\n  annotations:\n    \
                prestop-injector.io/cleanup: auto\n    prestop-injector.io/mode: sidecar\nspec:\n  \
                template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: app\n        \
-               image: busybox:1.37\n        volumeMounts: [{name: s, mountPath: /scratch}]\n      \
+               image: busybox:1.37\n        securityContext: {runAsUser: 1000}\n        volumeMounts: [{name: s, mountPath: /scratch}]\n      \
                volumes: [{name: s, hostPath: {path: /mnt/s}}]\n";
     let run = |args: &[&str]| {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
@@ -175,4 +187,36 @@ fn mutate_takes_the_kubernetes_version() {
     let bad = run(&["--kubernetes-version", "1.x"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("major.minor"));
+}
+
+/// A record saying `mode: sidecar` (from `defaultMode: sidecar`) is not the user's
+/// annotation: the pods a controller makes from that template are not refused on an old
+/// cluster, they get the same exec fallback their workload got, so no patch.
+#[test]
+fn pods_from_a_template_recorded_as_sidecar_are_not_refused_below_1_29() {
+    let config = Config {
+        default_mode: Mode::Sidecar,
+        ..on(Some("1.20"))
+    };
+    let job = mutate_with(
+        Endpoint::Mutate,
+        &config,
+        scratch_job(json!({"prestop-injector.io/cleanup": "auto"})),
+    )
+    .patched;
+    assert!(!has_sidecar(&job));
+    let template = &job["spec"]["template"];
+    let mut metadata = template["metadata"].clone();
+    metadata["name"] = json!("job-worker-abcde");
+    metadata["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job",
+        "name": "job-worker", "uid": "1", "controller": true}]);
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]});
+    let outcome = mutate_with(Endpoint::Mutate, &config, pod);
+    assert!(
+        outcome.decision.denial.is_none(),
+        "{:?}",
+        outcome.decision.denial
+    );
+    assert_eq!(outcome.decision.patch, None);
 }

@@ -1,5 +1,5 @@
-//! Generated hooks run in real shells (busybox `sh`, `dash`, `bash`) over directories full
-//! of hostile names. See `support/shells.rs` for how the shells are found.
+//! The `cleaner.mode: shell` hooks run in real shells (busybox `sh`, `dash`, `bash`) over
+//! directories full of hostile names. See `support/shells.rs` for how the shells are found.
 
 #[path = "support/shells.rs"]
 mod shells;
@@ -21,7 +21,7 @@ fn hook(shell: &Shell, before: Before, action: Action) -> Vec<String> {
         before,
         action,
     }
-    .to_argv()
+    .to_shell_argv()
 }
 
 fn stderr(output: &std::process::Output) -> String {

@@ -13,8 +13,12 @@
 //! - unknown fields survive: every leaf outside the fields we may rewrite is unchanged;
 //! - the grace period is never lowered;
 //! - every cleanup target we wrote is normalized, never `/`, and at or below a writable
-//!   mount of the container that cleans it.
+//!   mount of the container that cleans it;
+//! - no target has another volume at or below it (container side, mount paths read as
+//!   the kubelet reads them; host side, any hostPath view of the pod), and no target's
+//!   host path is inside or contains a protected path (`tests/support/safety_oracle.rs`).
 
+use crate::safety_oracle::{self, SidecarMounts};
 use prestop_injector::admission::{self, Operation, Outcome, Request};
 use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
@@ -143,6 +147,26 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
     let after = patched.pointer(template).unwrap_or(&Value::Null);
     check_grace(before, after);
     check_targets(before, after);
+    check_safety(after, config);
+}
+
+/// SPEC §3 (issue 9 classes 1–3): no target has another volume at or below it in the
+/// container that cleans it, no other hostPath view of the pod at or below its host path,
+/// and its host path neither inside nor containing a protected path.
+pub fn check_safety(template: &Value, config: &Config) {
+    let protected: Vec<String> = config
+        .protected_host_paths
+        .iter()
+        .filter_map(|p| normalize(p))
+        .collect();
+    let spec = template.get("spec").unwrap_or(&Value::Null);
+    // The sidecar's own merged list (class 4) is checked once the sidecar branch lands:
+    // then use `SidecarMounts::Own`.
+    let violations = safety_oracle::violations(spec, &protected, SidecarMounts::SourceContainer);
+    assert!(
+        violations.is_empty(),
+        "SPEC §3 violated: {violations:?}\nin {template}"
+    );
 }
 
 fn json(patch: &json_patch::Patch) -> String {
@@ -164,8 +188,11 @@ pub fn allowed_path(path: &str, template: &str, job_spec: Option<&str>) -> bool 
         || rest == "metadata"
         || rest == "metadata/annotations"
         || rest == "metadata/annotations/prestop-injector.io~1status"
+        // The workload's settings record (SPEC §7, the Pod-level pass), also ours.
+        || rest == "metadata/annotations/prestop-injector.io~1settings"
         || rest == "spec/initContainers"
         || rest.starts_with("spec/initContainers/")
+        || list_entry(rest, "spec/volumes")
     {
         return true;
     }
@@ -193,6 +220,16 @@ fn rewritable(field: &str) -> bool {
         || argv_entry("command")
         || argv_entry("args")
         || exec_command(field)
+        || list_entry(field, "volumeMounts")
+}
+
+/// The list itself (added when absent) or one whole element: the cleaner program's volume
+/// and read-only mount are appended and removed as a whole (SPEC §4).
+fn list_entry(field: &str, list: &str) -> bool {
+    let index = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    field
+        .strip_prefix(list)
+        .is_some_and(|rest| rest.is_empty() || rest.strip_prefix('/').is_some_and(index))
 }
 
 /// `…/exec/command` or an element of it (probes and lifecycle handlers, SPEC §6).

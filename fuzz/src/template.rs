@@ -45,6 +45,11 @@ const IMAGES: &[&str] = &[
 const MOUNT_PATHS: &[&str] = &[
     "/scratch",
     "/data",
+    "data",
+    "/data/.",
+    "data/sub/",
+    "/data/keep",
+    "/models",
     "/data/sub",
     "/cache",
     "/",
@@ -58,6 +63,12 @@ const MOUNT_PATHS: &[&str] = &[
 ];
 const HOST_PATHS: &[&str] = &[
     "/mnt/a",
+    "/mnt/a/b",
+    "/mnt",
+    "/data",
+    "/data/keep",
+    "/var/lib/etcd",
+    "/tmp",
     "/etc",
     "/var/lib/x",
     "/",
@@ -69,6 +80,8 @@ const HOST_PATHS: &[&str] = &[
     "relative",
     "/home/u",
 ];
+const SUB_PATHS: &[&str] = &["sub", "keep", "b/c/", "", "/abs", "x/../..", "./"];
+const SUB_PATH_EXPRS: &[&str] = &["$(POD_NAME)", "$(EMPTY)", "pods/$(POD_NAME)", "$(UNSET)"];
 const HOST_TYPES: &[&str] = &["", "Directory", "DirectoryOrCreate", "File", "Socket"];
 const ARGV: &[&str] = &[
     "bash",
@@ -212,7 +225,7 @@ fn container(u: &mut Unstructured, volumes: usize) -> Result<Value> {
         let volume = u.int_in_range(0..=volumes)?;
         m.insert("name".into(), json!(format!("v{volume}")));
         m.insert("mountPath".into(), text(u, MOUNT_PATHS)?);
-        match u.int_in_range(0..=3u8)? {
+        match u.int_in_range(0..=4u8)? {
             0 => {}
             1 => {
                 m.insert("readOnly".into(), json!(true));
@@ -220,13 +233,26 @@ fn container(u: &mut Unstructured, volumes: usize) -> Result<Value> {
             2 => {
                 m.insert("readOnly".into(), json!(false));
             }
-            _ => {
-                m.insert("subPath".into(), json!("sub"));
+            3 => {
+                m.insert("subPath".into(), text(u, SUB_PATHS)?);
             }
+            _ => {
+                m.insert("subPathExpr".into(), text(u, SUB_PATH_EXPRS)?);
+            }
+        }
+        if u.ratio(1, 3)? {
+            m.insert("readOnly".into(), json!(true));
         }
         Ok(Value::Object(m))
     })?;
     c.insert("volumeMounts".into(), Value::Array(mounts));
+    if u.ratio(1, 2)? {
+        c.insert(
+            "env".into(),
+            json!([{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                   {"name": "EMPTY", "value": ""}]),
+        );
+    }
     if u.ratio(1, 3)? {
         c.insert(
             "securityContext".into(),
@@ -318,6 +344,10 @@ impl<'a> Arbitrary<'a> for Case {
         }
         if u.ratio(1, 4)? {
             config.allowed_host_path_prefixes = vec!["/mnt".to_owned()];
+        }
+        if u.ratio(1, 3)? {
+            config.protected_host_paths =
+                vec![pick(u, &["/data/keep", "/mnt/a/b/", "/tmp/y"])?.to_owned()];
         }
 
         // The pod template: a real one, or an empty skeleton, plus generated parts.

@@ -66,6 +66,9 @@ pub fn run(args: MutateArgs) -> Result<ExitCode> {
     if let Some(version) = args.kubernetes_version {
         config.kubernetes_version = Some(version);
     }
+    for warning in config.warnings() {
+        eprintln!("Warning: config: {warning}");
+    }
     let (text, source) = read_input(&args.file)?;
     let input = input::read(&text, &source)?;
     let endpoint = if args.auto {

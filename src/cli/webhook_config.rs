@@ -85,6 +85,15 @@ pub fn render(args: &WebhookConfigArgs) -> anyhow::Result<String> {
         rules::configurations_for(args.mode, endpoint, &args.namespace, Some(&ca_bundle));
     if let Some(version) = args.kubernetes_version {
         rules::for_version(&mut documents, version);
+        if !version.has(crate::kube_version::NAMESPACE_NAME_LABEL) {
+            eprintln!(
+                "prestop-injector: note: Kubernetes {version} does not label namespaces with \
+                 kubernetes.io/metadata.name (1.21+), so the system namespaces are not kept out \
+                 until you label them: kubectl label namespace kube-system \
+                 kubernetes.io/metadata.name=kube-system (likewise kube-public, kube-node-lease, {})",
+                args.namespace
+            );
+        }
     }
     let mut out = String::new();
     for document in documents {

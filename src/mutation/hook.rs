@@ -1,28 +1,43 @@
 //! The preStop exec command we generate, and recognising it again.
 //!
 //! Contract:
-//! - [`Hook::to_argv`] renders `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]`
-//!   where `lead` are the cleanup targets (or the custom script) and `user` is the user's
-//!   own preStop argv, untouched. The script text comes from [`super::script`] and holds
-//!   no path and no user text.
-//! - [`Hook::from_argv`] returns `Some` exactly for argv that `to_argv` renders (any shell
-//!   path): it reads the shape from the script header, rebuilds the hook and compares the
-//!   re-rendered argv with the input. So `from_argv(&h.to_argv()) == Some(h)` and a user
-//!   hook that only looks like ours is left alone.
-//! - [`sidecar_argv`] / [`sidecar_targets`] do the same for the cleanup sidecar (SPEC §7).
+//! - A [`Hook`] (what runs before, what our part does) renders in one of two forms,
+//!   chosen by `cleaner.mode` ([`Hook::to_argv`]):
+//!   - `binary`: `[PROGRAM, "hook", (--sleep N)?, --target P…, (--shell S --script T)?,
+//!     (-- user…)?]`, the argv of the static cleaner program as
+//!     [`prestop_clean::argv::HookArgs::render`] writes it. No shell unless a custom
+//!     script needs one.
+//!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
+//!     the cleanup targets (or the custom script) and `user` is the user's own preStop
+//!     argv, untouched. The script text comes from [`super::script`] and holds no path and
+//!     no user text.
+//! - [`Hook::from_argv`] returns `Some` exactly for argv that `to_argv` renders, in either
+//!   form (any shell path, so v1 shell hooks of earlier releases are recognised and
+//!   rebuilt): it parses, rebuilds the hook and compares the re-rendered argv with the
+//!   input. So `from_argv(&h.to_argv(m)) == Some(h)` (for the program form the shell of a
+//!   cleanup hook is not part of the argv and reads back empty) and a user hook that only
+//!   looks like ours is left alone.
+//! - [`sidecar_argv`] / [`program_sidecar_argv`] / [`sidecar_targets`] do the same for
+//!   the cleanup sidecar (SPEC §7).
 
 use super::script::{self, ActionShape, BeforeShape, Shape, ARG0};
+use crate::config::CleanerMode;
+use prestop_clean::argv::{HookArgs, Script, SidecarArgs};
 
-/// What runs before our action inside the one preStop handler.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Before {
-    /// Nothing: a fresh hook.
-    Nothing,
-    /// The user's own exec preStop, with its exact argv; the hook exits with its status.
-    Exec(Vec<String>),
-    /// A former `preStop.sleep.seconds` action, now `sleep N` in the script.
-    Sleep(u64),
-}
+/// What runs before our action inside the one preStop handler: nothing, the user's own
+/// exec preStop with its exact argv (the hook exits with its status), or a former
+/// `preStop.sleep.seconds` action. The cleaner program's own type, so the two never drift.
+pub use prestop_clean::argv::Before;
+
+/// Where the delivery init container puts the program: an `emptyDir` mounted read-only
+/// at this path in every target container. A leading dot keeps it out of the way of
+/// image paths; [`super::delivery`] refuses containers that mount anything there.
+pub const PROGRAM_DIR: &str = "/.prestop-injector";
+/// The program inside a target container: `PROGRAM_DIR` / `prestop_clean::argv::PROGRAM_NAME`.
+pub const PROGRAM: &str = "/.prestop-injector/prestop-clean";
+/// The program inside `cleaner.image` (the Dockerfile installs it there); the installer
+/// and the sidecar run it from the image itself.
+pub const IMAGE_PROGRAM: &str = "/usr/local/bin/prestop-clean";
 
 /// What our part of the hook does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,14 +51,43 @@ pub enum Action {
 /// One injected preStop handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hook {
+    /// The shell of the shell form, and of a custom script in the program form.
     pub shell: String,
     pub before: Before,
     pub action: Action,
 }
 
 impl Hook {
-    /// The `exec.command` argv for this hook.
-    pub fn to_argv(&self) -> Vec<String> {
+    /// The `exec.command` argv for this hook in the configured form.
+    pub fn to_argv(&self, mode: CleanerMode) -> Vec<String> {
+        match mode {
+            CleanerMode::Binary => self.to_program_argv(),
+            CleanerMode::Shell => self.to_shell_argv(),
+        }
+    }
+
+    /// `[PROGRAM, "hook", …]`.
+    pub fn to_program_argv(&self) -> Vec<String> {
+        let (targets, script) = match &self.action {
+            Action::Cleanup(targets) => (targets.clone(), None),
+            Action::Custom(text) => (
+                Vec::new(),
+                Some(Script {
+                    shell: self.shell.clone(),
+                    text: text.clone(),
+                }),
+            ),
+        };
+        HookArgs {
+            before: self.before.clone(),
+            targets,
+            script,
+        }
+        .render(PROGRAM)
+    }
+
+    /// `[shell, "-c", SCRIPT, "prestop-injector", …]`: the v1 shell hook.
+    pub fn to_shell_argv(&self) -> Vec<String> {
         let (action, lead): (ActionShape, &[String]) = match &self.action {
             Action::Cleanup(targets) => (ActionShape::Cleanup, targets),
             Action::Custom(text) => (ActionShape::Custom, std::slice::from_ref(text)),
@@ -68,8 +112,35 @@ impl Hook {
         argv
     }
 
-    /// Recognises an argv produced by [`Hook::to_argv`] (any shell); `None` for anything else.
+    /// Recognises an argv produced by [`Hook::to_argv`] in either form; `None` for
+    /// anything else.
     pub fn from_argv(argv: &[String]) -> Option<Hook> {
+        Hook::from_program_argv(argv).or_else(|| Hook::from_shell_argv(argv))
+    }
+
+    fn from_program_argv(argv: &[String]) -> Option<Hook> {
+        let (program, args) = argv.split_first()?;
+        if program != PROGRAM {
+            return None;
+        }
+        let parsed = HookArgs::parse(args).ok()?;
+        let (shell, action) = match (parsed.targets, parsed.script) {
+            (targets, None) => (String::new(), Action::Cleanup(targets)),
+            (targets, Some(Script { shell, text })) if targets.is_empty() => {
+                (shell, Action::Custom(text))
+            }
+            // Targets and a script together: a shape we never render.
+            _ => return None,
+        };
+        let hook = Hook {
+            shell,
+            before: parsed.before,
+            action,
+        };
+        (hook.to_program_argv() == argv).then_some(hook)
+    }
+
+    fn from_shell_argv(argv: &[String]) -> Option<Hook> {
         let [shell, flag, text, arg0, args @ ..] = argv else {
             return None;
         };
@@ -101,7 +172,12 @@ impl Hook {
         };
         // Only the exact text we render counts: an edited or look-alike script is the
         // user's, and wrapping it again is safer than silently replacing it.
-        (hook.to_argv() == argv).then_some(hook)
+        let rendered = hook.to_shell_argv();
+        // A release before the exit-status fix rendered other text for the same shape.
+        let legacy = script::legacy_hook_script(shape).is_some_and(|old| {
+            *text == old && rendered[..2] == argv[..2] && rendered[3..] == argv[3..]
+        });
+        (rendered == argv || legacy).then_some(hook)
     }
 
     /// Seconds of literal `sleep N` the hook will run: the `Sleep` action, sleeps in the
@@ -120,7 +196,7 @@ impl Hook {
     }
 }
 
-/// The command of the cleanup sidecar: idles until SIGTERM, then cleans `targets` and exits 0.
+/// The command of the shell sidecar: idles until SIGTERM, then cleans `targets` and exits 0.
 pub fn sidecar_argv(shell: &str, targets: &[String]) -> Vec<String> {
     let mut argv = Vec::with_capacity(4 + targets.len());
     argv.push(shell.to_owned());
@@ -131,8 +207,23 @@ pub fn sidecar_argv(shell: &str, targets: &[String]) -> Vec<String> {
     argv
 }
 
-/// The targets of a command produced by [`sidecar_argv`]; `None` for anything else.
+/// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", --target P…]`.
+pub fn program_sidecar_argv(targets: &[String]) -> Vec<String> {
+    SidecarArgs {
+        targets: targets.to_vec(),
+    }
+    .render(IMAGE_PROGRAM)
+}
+
+/// The targets of a command produced by [`sidecar_argv`] or [`program_sidecar_argv`];
+/// `None` for anything else.
 pub fn sidecar_targets(argv: &[String]) -> Option<Vec<String>> {
+    if let [program, args @ ..] = argv {
+        if program == IMAGE_PROGRAM {
+            let targets = SidecarArgs::parse(args).ok()?.targets;
+            return (program_sidecar_argv(&targets) == argv).then_some(targets);
+        }
+    }
     let [shell, _, text, _, targets @ ..] = argv else {
         return None;
     };
@@ -165,7 +256,7 @@ mod tests {
             Before::Exec(strings(&["/bin/echo", "bye"])),
             Action::Cleanup(strings(&["/data", "/cache"])),
         );
-        let argv = h.to_argv();
+        let argv = h.to_shell_argv();
         assert_eq!(argv[0], "/bin/sh");
         assert_eq!(argv[1], "-c");
         assert_eq!(argv[3], "prestop-injector");
@@ -175,7 +266,7 @@ mod tests {
 
     #[test]
     fn foreign_argv_is_not_ours() {
-        let ours = hook(Before::Nothing, Action::Cleanup(strings(&["/data"]))).to_argv();
+        let ours = hook(Before::Nothing, Action::Cleanup(strings(&["/data"]))).to_shell_argv();
         let mut edited = ours.clone();
         edited[2].push_str("echo extra\n");
         let mut extra_arg = ours.clone();
@@ -183,7 +274,7 @@ mod tests {
         let mut renamed = ours.clone();
         renamed[3] = "other".to_owned();
         let custom_two = {
-            let mut argv = hook(Before::Nothing, Action::Custom("x".to_owned())).to_argv();
+            let mut argv = hook(Before::Nothing, Action::Custom("x".to_owned())).to_shell_argv();
             argv.push("y".to_owned());
             argv
         };
@@ -209,6 +300,24 @@ mod tests {
             Hook::from_argv(&sidecar_argv("/bin/sh", &strings(&["/a"]))),
             None
         );
+    }
+
+    #[test]
+    fn hooks_of_earlier_releases_are_ours() {
+        let h = hook(
+            Before::Exec(strings(&["/bin/echo", "bye"])),
+            Action::Cleanup(strings(&["/data"])),
+        );
+        let mut old = h.to_shell_argv();
+        old[2] = old[2].replace(
+            "rc=$?\n[ \"$status\" -eq 0 ] || exit \"$status\"\nexit \"$rc\"\n",
+            "exit \"$status\"\n",
+        );
+        assert_ne!(old, h.to_shell_argv());
+        assert_eq!(Hook::from_argv(&old), Some(h));
+        let mut edited = old.clone();
+        edited[2].push_str("echo extra\n");
+        assert_eq!(Hook::from_argv(&edited), None);
     }
 
     #[test]
@@ -242,6 +351,13 @@ mod tests {
             ),
             (
                 hook(
+                    Before::Exec(strings(&["/bin/sleep", "60"])),
+                    Action::Cleanup(vec![]),
+                ),
+                60,
+            ),
+            (
+                hook(
                     Before::Sleep(3),
                     Action::Custom("mysleep 9; sleep $X".to_owned()),
                 ),
@@ -251,6 +367,68 @@ mod tests {
         for (h, want) in cases {
             assert_eq!(h.literal_sleep_seconds(), want, "{h:?}");
         }
+    }
+
+    #[test]
+    fn program_argv_shape() {
+        assert_eq!(
+            PROGRAM,
+            format!("{PROGRAM_DIR}/{}", prestop_clean::argv::PROGRAM_NAME)
+        );
+        let h = hook(
+            Before::Exec(strings(&["/usr/sbin/nginx", "-s", "quit"])),
+            Action::Cleanup(strings(&["/data", "/cache"])),
+        );
+        assert_eq!(
+            h.to_program_argv(),
+            strings(&[
+                PROGRAM,
+                "hook",
+                "--target",
+                "/data",
+                "--target",
+                "/cache",
+                "--",
+                "/usr/sbin/nginx",
+                "-s",
+                "quit"
+            ])
+        );
+        let custom = hook(Before::Sleep(5), Action::Custom("echo bye".into()));
+        assert_eq!(
+            custom.to_argv(CleanerMode::Binary),
+            strings(&[
+                PROGRAM, "hook", "--sleep", "5", "--shell", "/bin/sh", "--script", "echo bye"
+            ])
+        );
+        assert_eq!(Hook::from_argv(&custom.to_program_argv()), Some(custom));
+        // The shell of a cleanup hook is not in the program's argv.
+        let read_back = Hook::from_argv(&h.to_program_argv()).unwrap();
+        assert_eq!(read_back.shell, "");
+        assert_eq!((read_back.before, read_back.action), (h.before, h.action));
+    }
+
+    #[test]
+    fn foreign_program_argv_is_not_ours() {
+        for argv in [
+            strings(&[PROGRAM]),
+            strings(&[PROGRAM, "sidecar", "--target", "/a"]),
+            strings(&["/bin/prestop-clean", "hook", "--target", "/a"]),
+            strings(&[PROGRAM, "hook", "/a"]),
+            strings(&[
+                PROGRAM, "hook", "--target", "/a", "--shell", "/bin/sh", "--script", "x",
+            ]),
+            strings(&[IMAGE_PROGRAM, "sidecar", "--target", "/a", "x"]),
+        ] {
+            assert_eq!(Hook::from_argv(&argv), None, "{argv:?}");
+            assert_eq!(sidecar_targets(&argv), None, "{argv:?}");
+        }
+        let targets = strings(&["/a", "/--target"]);
+        assert_eq!(
+            sidecar_targets(&program_sidecar_argv(&targets)),
+            Some(targets)
+        );
+        assert_eq!(program_sidecar_argv(&[])[..2], [IMAGE_PROGRAM, "sidecar"]);
     }
 
     fn any_hook() -> impl Strategy<Value = Hook> {
@@ -275,10 +453,19 @@ mod tests {
     proptest! {
         #[test]
         fn round_trip(h in any_hook()) {
-            let argv = h.to_argv();
+            let argv = h.to_shell_argv();
             prop_assert_eq!(Hook::from_argv(&argv), Some(h.clone()));
             // Rebuilding what we recognised is a fixed point (idempotent injection).
-            prop_assert_eq!(Hook::from_argv(&argv).map(|h| h.to_argv()), Some(argv));
+            prop_assert_eq!(Hook::from_argv(&argv).map(|h| h.to_shell_argv()), Some(argv));
+        }
+
+        #[test]
+        fn program_round_trip(h in any_hook()) {
+            let argv = h.to_program_argv();
+            let read_back = Hook::from_argv(&argv).expect("ours");
+            prop_assert_eq!(&read_back.before, &h.before);
+            prop_assert_eq!(&read_back.action, &h.action);
+            prop_assert_eq!(read_back.to_program_argv(), argv);
         }
 
         #[test]

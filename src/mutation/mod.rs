@@ -9,6 +9,11 @@
 //! - Idempotent: deciding again on the patched object yields no patch (our own hooks are
 //!   recognised and rebuilt, never wrapped twice).
 //! - Never patches DELETE, CONNECT, sub-resources or kinds outside SPEC §1.
+//! - What a controller creates from a template (Pods, a Deployment's ReplicaSets, a
+//!   CronJob's Jobs) is decided from the settings recorded on that template, never
+//!   re-decided from what it carries; unrecorded, it is left alone (see `record`).
+//! - On `/mutate/auto` without a cleanup annotation, only objects whose pods are the sole
+//!   users of their host directories are cleaned (see `sharing`).
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
 //!   value and the accepted forms.
 
@@ -16,10 +21,13 @@ use crate::admission::Request;
 use crate::config::Config;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
-use serde_json::Value;
-use settings::{Annotations, BadAnnotation};
+use record::Recorded;
+use serde_json::{Map, Value};
+use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
+use workload::Workload;
 
-pub mod bashism;
+pub mod delivery;
+mod env_refs;
 mod existing;
 mod gates;
 mod grace;
@@ -27,10 +35,14 @@ pub mod hook;
 pub mod image;
 mod orphan;
 mod pod;
+pub mod portable;
+mod record;
 pub mod script;
 pub mod settings;
+mod sharing;
 pub mod shell_fix;
 mod sidecar;
+mod sidecar_plan;
 mod stale_paths;
 pub mod targets;
 pub mod workload;
@@ -125,38 +137,80 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             message: format!("{} {}: {bad}", request.kind.kind, describe(request, object)),
         })
     };
+    let kind = workload.kind;
+    let derived = record::is_derived(kind, object);
+    // Opted out: no patch, not even a record. What its controller makes from the
+    // template is unrecorded, so it is left alone too (below), and an opted-out
+    // Deployment never rolls out because of us.
     match annotations.opted_out() {
         Err(bad) => return refuse(bad),
         Ok(true) => return Decision::allow(),
         Ok(false) => {}
     }
-    if endpoint == Endpoint::Mutate && !annotations.requests_injection() {
-        return Decision::allow();
-    }
-    let settings = match annotations.settings(endpoint, config) {
-        Ok(settings) => settings,
-        Err(bad) => return refuse(bad),
-    };
-
-    // Only the pod template is copied and diffed: the rest of the object (metadata with
-    // its managedFields is often the larger half) is never touched by the feature.
-    let mut operations = Vec::new();
-    let mut warnings = Vec::new();
-    if let Some(original) = template {
-        let mut mutated = original.clone();
-        match pod::mutate(&mut mutated, original, &settings, config) {
-            Ok(found) => warnings = found,
+    // A Pod carries its template's record even when a copy of it has lost its owner.
+    let recorded = if derived || kind == "Pod" {
+        match record::read(annotations_at(template), config) {
+            Ok(recorded) => recorded,
             Err(bad) => return refuse(bad),
         }
-        operations = json_patch::diff(original, &mutated).0;
-        if !workload.template.is_empty() {
-            let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
-            for operation in &mut operations {
-                let path = prefix.concat(operation.path());
-                set_path(operation, path);
+    } else {
+        None
+    };
+    let mut warnings = Vec::new();
+    let (settings, records) = match recorded {
+        Some(Recorded::OptedOut) => return Decision::allow(),
+        Some(Recorded::UnknownVersion(version)) => {
+            return Decision {
+                warnings: vec![format!(
+                    "{SETTINGS} version {version} is not known to this injector; left unchanged"
+                )],
+                ..Decision::allow()
             }
         }
-    }
+        Some(Recorded::Settings(settings)) => (settings, false),
+        // Made from a template we mutate but never recorded: the workload's decision is
+        // unknown (it predates the injector, or was left alone), so is ours.
+        None if derived => return Decision::allow(),
+        None => {
+            if endpoint == Endpoint::Mutate && !annotations.requests_injection() {
+                return Decision::allow();
+            }
+            let mut settings = match annotations.settings(endpoint, config) {
+                Ok(settings) => settings,
+                Err(bad) => return refuse(bad),
+            };
+            // Only the user's own annotation is refused; a record saying `sidecar` (or
+            // `defaultMode: sidecar`) falls back to exec with a warning, in `pod`.
+            if let (Ok(Some("sidecar")), Some(sentence)) = (
+                annotations.get(settings::MODE),
+                gates::sidecar_denial(config),
+            ) {
+                return refuse(BadAnnotation::new(settings::MODE, "sidecar", sentence));
+            }
+            let spec = template.and_then(|t| t.get("spec"));
+            let shared_by = sharing::shared_by(kind, object);
+            sharing::apply(&mut settings, shared_by, spec, config, &mut warnings);
+            (settings, kind != "Pod")
+        }
+    };
+
+    let mutated = patch_template(workload, template, |template, original| {
+        // Only an injected template is recorded: what a controller makes from any other
+        // template is left alone as unrecorded, which is what the workload got too.
+        let found = pod::mutate(template, original, &settings, config)?;
+        if records {
+            let injected = annotations_at(Some(template)).is_some_and(|a| a.contains_key(STATUS));
+            set_record(template, injected.then(|| record::render(&settings)));
+        }
+        Ok(found)
+    });
+    let mut operations = match mutated {
+        Ok((operations, found)) => {
+            warnings.extend(found);
+            operations
+        }
+        Err(bad) => return refuse(bad),
+    };
     if let Some(seconds) = settings.ttl_after_finished {
         match workload
             .job_spec
@@ -182,11 +236,67 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             None => {}
         }
     }
+    if derived && operations.is_empty() {
+        // Said once, to whoever applied the workload; a controller only logs them, for
+        // every pod it creates.
+        warnings.clear();
+    }
     let patch = json_patch::Patch(operations);
     Decision {
         patch: (!patch.0.is_empty()).then_some(patch),
         warnings: warnings.into_iter().map(shorten).collect(),
         denial: None,
+    }
+}
+
+/// Mutates a copy of the pod template only — the rest of the object (metadata with its
+/// managedFields is often the larger half) is never touched by the feature — and returns
+/// the diff as operations on the whole object, plus the warnings.
+fn patch_template(
+    workload: &Workload,
+    template: Option<&Value>,
+    mutate: impl FnOnce(&mut Value, &Value) -> Result<Vec<String>, BadAnnotation>,
+) -> Result<(Vec<PatchOperation>, Vec<String>), BadAnnotation> {
+    let Some(original) = template else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let mut mutated = original.clone();
+    let warnings = mutate(&mut mutated, original)?;
+    let mut operations = delivery::diff(original, &mutated);
+    if !workload.template.is_empty() {
+        let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
+        for operation in &mut operations {
+            let path = prefix.concat(operation.path());
+            set_path(operation, path);
+        }
+    }
+    Ok((operations, warnings))
+}
+
+fn annotations_at(template: Option<&Value>) -> Option<&Map<String, Value>> {
+    template?.pointer("/metadata/annotations")?.as_object()
+}
+
+/// Sets (or removes) the record of settings on a pod template, touching nothing else.
+fn set_record(template: &mut Value, record: Option<String>) {
+    match record {
+        Some(text) => {
+            if let Some(annotations) =
+                pod::child(template, "metadata").and_then(|m| pod::child(m, "annotations"))
+            {
+                if annotations.get(SETTINGS).and_then(Value::as_str) != Some(text.as_str()) {
+                    annotations[SETTINGS] = Value::String(text);
+                }
+            }
+        }
+        None => {
+            if let Some(annotations) = template
+                .pointer_mut("/metadata/annotations")
+                .and_then(Value::as_object_mut)
+            {
+                annotations.remove(SETTINGS);
+            }
+        }
     }
 }
 

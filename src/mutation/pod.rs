@@ -1,14 +1,17 @@
 //! Mutation of one pod template (`metadata` + `spec`): shell fix, the preStop hooks or the
-//! cleanup sidecar, the grace period and the status annotation.
+//! cleanup sidecar, the cleaner program's delivery, the grace period and the status
+//! annotation.
 
+use super::delivery::Delivery;
 use super::existing::Existing;
 use super::gates::{self, storable};
 use super::hook::{Action, Before, Hook};
-use super::settings::{BadAnnotation, Cleanup, Settings, CLEANUP, CONTAINERS, STATUS};
+use super::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
+use super::targets::messages::{auto_warnings, explicit_refusal};
 use super::targets::{self, PathRefusal};
-use super::{grace, image, shell_fix, stale_paths};
-use crate::config::{Config, Mode};
+use super::{grace, image, sharing, shell_fix, stale_paths};
+use crate::config::{CleanerMode, Config, Mode};
 use serde_json::{json, Map, Value};
 
 /// What happens to one app container.
@@ -21,9 +24,12 @@ enum Plan {
     /// Our hook is there but nothing is wanted any more: give the user's handler back.
     Restore(Before),
     /// Cleaned by the sidecar; our exec hook, if any, gives the user's handler back.
+    /// When the sidecar must refuse the container, `fallback` is its exec hook, or why
+    /// it can have none.
     Sidecar {
         paths: Vec<String>,
         restore: Option<Before>,
+        fallback: Result<(Hook, Vec<String>), String>,
     },
 }
 
@@ -44,9 +50,14 @@ pub fn mutate(
     }
     let plans = plan(spec, settings, config, &mut warnings)?;
 
-    let mut sidecar = SidecarPlan::default();
-    let sidecar_name_taken = sidecar::name_taken(spec);
+    let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
+    let pod_security = spec.get("securityContext").cloned();
     let mut injected = Vec::new();
+    let mut served_by_sidecar = Vec::new();
+    let mode = config.cleaner.mode;
+    let delivery = Delivery::of(spec);
+    // Per app container: whether its hook runs the program, which must be mounted there.
+    let mut needs_program = Vec::new();
     if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
@@ -54,40 +65,67 @@ pub fn mutate(
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
+            let plan = admit(
+                plan,
+                &mut sidecar,
+                container,
+                pod_security.as_ref(),
+                &mut warnings,
+            );
+            let mut needs = false;
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
-                    set_exec(container, hook.to_argv());
-                    injected.push(name);
+                    let conflict = match mode {
+                        CleanerMode::Binary => delivery.conflict(container).map(str::to_owned),
+                        CleanerMode::Shell => None,
+                    };
+                    if let Some(path) = conflict {
+                        // The program could not be mounted, or would hide the user's mount.
+                        warnings.push(format!(
+                            "container {name:?} not cleaned: it mounts {path}, where the cleaner program goes"
+                        ));
+                        restore(container, hook.before);
+                    } else {
+                        if let (Some(why), Action::Cleanup(paths)) =
+                            (&settings.shared_by, &hook.action)
+                        {
+                            sharing::warn_shared(container, paths, why, &mut warnings);
+                        }
+                        set_exec(container, hook.to_argv(mode));
+                        injected.push(name);
+                        needs = mode == CleanerMode::Binary;
+                    }
                 }
                 Plan::Restore(before) => {
                     restore(container, storable(before, config, &name, &mut warnings))
                 }
-                Plan::Sidecar { .. } if sidecar_name_taken => {
-                    let warning = format!(
-                        "container {name:?} not cleaned: an init container is already named {:?}",
-                        sidecar::NAME
-                    );
-                    if !warnings.contains(&warning) {
-                        warnings.push(warning);
-                    }
-                }
                 Plan::Sidecar {
                     paths,
                     restore: before,
+                    ..
                 } => {
                     if let Some(before) = before {
                         restore(container, storable(before, config, &name, &mut warnings));
                     }
-                    sidecar.add(container, &paths, &mut warnings);
+                    if let Some(why) = &settings.shared_by {
+                        sharing::warn_shared(container, &paths, why, &mut warnings);
+                    }
+                    served_by_sidecar.push(name.clone());
                     injected.push(name);
                 }
             }
+            needs_program.push(needs);
         }
     }
-    let has_sidecar = !sidecar.targets.is_empty();
-    sidecar::apply(spec, has_sidecar.then_some(&sidecar), config);
+    delivery.apply(spec, &needs_program, &config.cleaner.image);
+    let wanted = (!sidecar.targets.is_empty()).then_some(&sidecar);
+    let sidecar_name = sidecar::apply(spec, wanted, config, &mut warnings);
+    if sidecar_name.is_none() {
+        injected.retain(|name| !served_by_sidecar.contains(name));
+    }
 
+    let has_sidecar = sidecar_name.is_some();
     let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;
     let status_present = template
@@ -96,12 +134,55 @@ pub fn mutate(
         .is_some();
     if changed || status_present || !injected.is_empty() {
         let mut status = json!({"version": 1, "containers": injected, "grace": grace});
-        if has_sidecar {
-            status["sidecar"] = json!(sidecar::NAME);
+        if let Some(name) = sidecar_name {
+            status["sidecar"] = json!(name);
         }
         set_status(template, status.to_string());
     }
     Ok(warnings)
+}
+
+/// A sidecar plan becomes final once the sidecar accepts the container; when it must
+/// refuse it, the container keeps its own exec hook (its own mounts passed §3) or, when
+/// it can have none, is not cleaned — both with a warning.
+fn admit(
+    plan: Plan,
+    sidecar: &mut SidecarPlan,
+    container: &Value,
+    pod_security: Option<&Value>,
+    warnings: &mut Vec<String>,
+) -> Plan {
+    let Plan::Sidecar {
+        paths,
+        restore,
+        fallback,
+    } = plan
+    else {
+        return plan;
+    };
+    let Err(refusal) = sidecar.try_add(container, &paths, pod_security) else {
+        return Plan::Sidecar {
+            paths,
+            restore,
+            fallback,
+        };
+    };
+    let name = name_of(container);
+    match fallback {
+        Ok((hook, shell_warnings)) => {
+            warnings.push(format!(
+                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
+            ));
+            warnings.extend(shell_warnings);
+            Plan::Exec(hook)
+        }
+        Err(no_exec) => {
+            warnings.push(format!(
+                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
+            ));
+            restore.map_or(Plan::Leave, Plan::Restore)
+        }
+    }
 }
 
 pub(super) fn app_containers(spec: &Value) -> &[Value] {
@@ -151,7 +232,8 @@ fn plan(
         && actions.iter().all(Option::is_none)
     {
         warnings.push(
-            "nothing to clean: no writable hostPath directory mounts (cleanup: auto)".to_owned(),
+            "nothing to clean: no writable hostPath directory mount may be cleaned (cleanup: auto)"
+                .to_owned(),
         );
     }
     Ok(containers
@@ -186,12 +268,7 @@ fn wanted_actions(
                     continue;
                 }
                 let found = targets::auto_targets(spec, container, config);
-                for (target, nested) in &found.skipped {
-                    warnings.push(format!(
-                        "container {:?}: {target} not cleaned: {nested} is mounted inside it",
-                        name_of(container)
-                    ));
-                }
+                warnings.extend(auto_warnings(name_of(container), &found));
                 actions.push((!found.targets.is_empty()).then_some(Action::Cleanup(found.targets)));
             }
         }
@@ -206,7 +283,11 @@ fn wanted_actions(
                 {
                     match targets::check_explicit(spec, container, path, config) {
                         Ok(()) => per_container[index].push(path.clone()),
-                        Err(PathRefusal::NotMounted) => {}
+                        // A safety rule refuses the path for the whole pod, even when
+                        // another container could clean it: the user asked for it.
+                        Err(other) if !other.is_not_ours() => {
+                            return Err(explicit_refusal(paths, path, name_of(container), &other))
+                        }
                         Err(other) => refusal = other,
                     }
                 }
@@ -214,7 +295,7 @@ fn wanted_actions(
                     .iter()
                     .all(|paths_of| !paths_of.contains(path))
                 {
-                    return Err(explicit_refusal(paths, path, refusal));
+                    return Err(explicit_refusal(paths, path, "", &refusal));
                 }
             }
             actions.extend(
@@ -225,26 +306,6 @@ fn wanted_actions(
         }
     }
     Ok(actions)
-}
-
-fn explicit_refusal(paths: &[String], path: &str, refusal: PathRefusal) -> BadAnnotation {
-    let problem = match refusal {
-        PathRefusal::NotMounted => {
-            format!("{path} is not at or below a writable volumeMount of the selected containers")
-        }
-        PathRefusal::ReadOnly(mount) => format!("{path} is on the read-only mount {mount}"),
-        PathRefusal::Protected { mount, host_path } => {
-            format!("{path} is on {mount}, a hostPath volume of the protected host directory {host_path}")
-        }
-        PathRefusal::Nested(nested) => {
-            format!("{path} has another volume mounted inside it at {nested}")
-        }
-    };
-    BadAnnotation::new(
-        CLEANUP,
-        &paths.join(","),
-        format!("{problem}; give paths inside the container's own writable mounts"),
-    )
 }
 
 fn plan_container(
@@ -269,19 +330,57 @@ fn plan_container(
         .get("image")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    // The program needs no shell: only the shell form and a custom script do.
+    let needs_shell =
+        config.cleaner.mode == CleanerMode::Shell || matches!(action, Action::Custom(_));
     let exec_impossible = match &existing {
         Existing::Other(kind) => Some(format!("its preStop is {kind}")),
-        _ if image::lacks_shell(image, config) => Some(format!("{image} has no shell")),
+        _ if needs_shell && image::lacks_shell(image, config) => {
+            Some(format!("{image} has no shell"))
+        }
         _ => None,
     };
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
+    let exec_hook = |action: Action, warnings: &mut Vec<String>| {
+        let shell = if !needs_shell {
+            // The program's cleanup hook runs no shell: none to choose, none to warn about.
+            String::new()
+        } else if settings.fix_shell {
+            let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
+            warnings.extend(warning);
+            shell
+        } else {
+            settings.shell.clone()
+        };
+        Hook {
+            shell,
+            before: existing.before(),
+            action,
+        }
+    };
     let unavailable = gates::sidecar_unavailable(config);
     match (&action, wants_sidecar, unavailable.is_none()) {
         (Action::Cleanup(paths), true, true) => {
+            // Built now (its shell-fix warning kept aside) in case the sidecar refuses.
+            let fallback = match &exec_impossible {
+                Some(reason) => Err(reason.clone()),
+                None => {
+                    let mut aside = Vec::new();
+                    Ok((exec_hook(action.clone(), &mut aside), aside))
+                }
+            };
             return Plan::Sidecar {
                 paths: paths.clone(),
                 restore: ours,
-            }
+                fallback,
+            };
+        }
+        (Action::Custom(_), true, _) if exec_impossible.is_some() => {
+            let reason = exec_impossible.unwrap_or_default();
+            warnings.push(format!(
+                "container {name:?}: {reason}; the custom command is not injected"
+            ));
+            return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (_, true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
@@ -291,7 +390,9 @@ fn plan_container(
             warnings.push(format!(
                 "container {name:?}: {reason}; cleanup skipped ({why})"
             ));
-            return Plan::Leave;
+            // A hook of ours that cannot run here any more (say the program's, after a
+            // switch to cleaner.mode: shell) gives the user's handler back.
+            return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (Action::Custom(_), true, _) => warnings.push(format!(
             "container {name:?}: a custom command runs as an exec preStop"
@@ -302,18 +403,7 @@ fn plan_container(
         )),
         _ => {}
     }
-    let shell = if settings.fix_shell {
-        let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
-        warnings.extend(warning);
-        shell
-    } else {
-        settings.shell.clone()
-    };
-    Plan::Exec(Hook {
-        shell,
-        before: existing.before(),
-        action,
-    })
+    Plan::Exec(exec_hook(action, warnings))
 }
 
 /// Warns once per container when its own preStop deletes paths outside its volumes.

@@ -74,6 +74,9 @@ const CLEAN_FN: &str = r#"clean() {
 /// functions) and keeps the user's command away from our variables.
 const RUN_USER: &str = "( shift {lead}; exec \"$@\" )\nstatus=$?\n";
 
+/// Follows the action of a composed hook: `$?` is the action's status.
+const EXIT_COMPOSED: &str = "rc=$?\n[ \"$status\" -eq 0 ] || exit \"$status\"\nexit \"$rc\"\n";
+
 /// The `prestop-injector.io/command` script: passed as `$1`, run by `eval` in a subshell
 /// with no positional parameters, so its text is parsed once, as the user wrote it.
 const RUN_CUSTOM: &str = "( c=$1; set --; eval \"$c\" )\n";
@@ -152,10 +155,20 @@ pub fn hook_script(shape: Shape) -> String {
         ActionShape::Custom => text.push_str(RUN_CUSTOM),
     }
     if before == BeforeShape::Exec {
-        // The user's hook decides the outcome, as if we were not there.
-        text.push_str("exit \"$status\"\n");
+        // SPEC §4: the user's status when non-zero, else ours, so a failed cleanup after
+        // a successful user hook still reaches the kubelet (FailedPreStopHook event).
+        text.push_str(EXIT_COMPOSED);
     }
     text
+}
+
+/// The text releases before the composed exit status (SPEC §4) rendered for `shape`:
+/// a composed hook exited with the user's status even when the cleanup failed. Only
+/// composed hooks differ. Recognised as ours so that an upgrade replaces such a hook
+/// instead of wrapping it (and its old targets) as if it were the user's.
+pub fn legacy_hook_script(shape: Shape) -> Option<String> {
+    (shape.before == BeforeShape::Exec)
+        .then(|| hook_script(shape).replace(EXIT_COMPOSED, "exit \"$status\"\n"))
 }
 
 /// The shape a hook script declares in its header; `None` when it is not ours.
@@ -206,12 +219,13 @@ fn parse_digits(text: &str) -> Option<u64> {
 }
 
 /// Sum of the literal `sleep N` (N, Ns, Nm, Nh; fractions round up) commands in a script
-/// or in argv joined with spaces. `sleep` must start a word (after the start, whitespace,
-/// `;`, `&`, `|`, `(`, `{`, a backtick or a quote, so `sh -c 'sleep 5'` counts) and its
+/// or in argv joined with spaces. `sleep` must start a word or a path's last segment
+/// (after the start, whitespace, `;`, `&`, `|`, `(`, `{`, a backtick, a quote or `/`, so
+/// `sh -c 'sleep 5'` and an exec'd `/bin/sleep 60` count) and its
 /// number must end the word; `sleep $X` and `mysleep 5` are ignored. Overcounting only
 /// lengthens the grace period, undercounting would cut the hook short.
 pub fn literal_sleep_seconds(text: &str) -> u64 {
-    const STARTS: &[u8] = b" \t\n\r;&|({`'\"";
+    const STARTS: &[u8] = b" \t\n\r;&|({`'\"/";
     const ENDS: &[u8] = b" \t\n\r;&|)}`'\"";
     let bytes = text.as_bytes();
     let mut total: u64 = 0;
@@ -297,6 +311,10 @@ mod tests {
             ("a\nsleep 7\n", 7),
             ("sh -c 'sleep 6'", 6),
             ("sleep\t8", 8),
+            ("/bin/sleep 60", 60),
+            ("/usr/bin/sleep 1m", 60),
+            ("env /bin/sleep 3", 3),
+            ("/bin/mysleep 5", 0),
             ("sleep $X", 0),
             ("sleep ${X}", 0),
             ("mysleep 5", 0),

@@ -18,6 +18,11 @@ pub const MODE: &str = "prestop-injector.io/mode";
 pub const TTL_AFTER_FINISHED: &str = "prestop-injector.io/ttl-after-finished";
 pub const INJECT: &str = "prestop-injector.io/inject";
 pub const STATUS: &str = "prestop-injector.io/status";
+/// Written by us on a workload's pod template: its effective settings (see `record`).
+pub const SETTINGS: &str = "prestop-injector.io/settings";
+
+/// The largest `ttlSecondsAfterFinished` the API accepts (the field is an int32).
+pub const MAX_TTL_SECONDS: u64 = i32::MAX as u64;
 
 const KNOWN: &[&str] = &[
     CLEANUP,
@@ -31,6 +36,7 @@ const KNOWN: &[&str] = &[
     TTL_AFTER_FINISHED,
     INJECT,
     STATUS,
+    SETTINGS,
 ];
 
 /// What the injected hook deletes.
@@ -61,6 +67,9 @@ pub struct Settings {
     pub fix_shell: bool,
     pub mode: Mode,
     pub ttl_after_finished: Option<u64>,
+    /// Why the object's pods may share a host directory (`a Deployment`, …), when an
+    /// explicit cleanup proceeds anyway: each target without a per-pod directory warns.
+    pub shared_by: Option<String>,
 }
 
 /// The annotations of an object and of its pod template; the template's win.
@@ -142,7 +151,17 @@ impl<'a> Annotations<'a> {
         }
     }
 
-    /// SPEC §1: any of our annotations other than `status` puts the object in scope.
+    /// Settings recorded by `record` (full keys), read as if written on a pod template.
+    pub fn recorded(map: &'a Map<String, Value>) -> Annotations<'a> {
+        Annotations {
+            object: None,
+            template: Some(map),
+        }
+    }
+
+    /// SPEC §1: any of our annotations other than `status` puts the object in scope —
+    /// a `settings` record too: its pods would obey it, so it is recomputed (or removed)
+    /// rather than left as someone wrote it.
     pub fn requests_injection(&self) -> bool {
         self.keys()
             .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS)
@@ -197,10 +216,7 @@ impl<'a> Annotations<'a> {
         let mode = match self.get(MODE)? {
             None => config.default_mode,
             Some("exec") => Mode::Exec,
-            Some("sidecar") => match super::gates::sidecar_denial(config) {
-                None => Mode::Sidecar,
-                Some(sentence) => return Err(BadAnnotation::new(MODE, "sidecar", sentence)),
-            },
+            Some("sidecar") => Mode::Sidecar,
             Some(other) => {
                 return Err(BadAnnotation::new(
                     MODE,
@@ -221,8 +237,26 @@ impl<'a> Annotations<'a> {
             shell,
             fix_shell,
             mode,
-            ttl_after_finished: self.duration(TTL_AFTER_FINISHED)?,
+            ttl_after_finished: self.ttl_after_finished()?,
+            shared_by: None,
         })
+    }
+
+    /// `spec.ttlSecondsAfterFinished` is an int32: a larger value would be patched into a
+    /// field the API server then refuses (or truncates in clients), so it is denied here.
+    fn ttl_after_finished(&self) -> Result<Option<u64>, BadAnnotation> {
+        let seconds = self.duration(TTL_AFTER_FINISHED)?;
+        match (seconds, self.get(TTL_AFTER_FINISHED)?) {
+            (Some(seconds), Some(value)) if seconds > MAX_TTL_SECONDS => Err(BadAnnotation::new(
+                TTL_AFTER_FINISHED,
+                value,
+                format!(
+                    "out of range; accepted: 0 to {MAX_TTL_SECONDS} seconds, as {}",
+                    duration::ACCEPTED_FORMS
+                ),
+            )),
+            _ => Ok(seconds),
+        }
     }
 
     fn duration(&self, key: &str) -> Result<Option<u64>, BadAnnotation> {

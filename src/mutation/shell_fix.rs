@@ -4,25 +4,30 @@
 //! - Looks at every init and app container whose image lacks bash ([`image::lacks_bash`]):
 //!   its `command` (+ `args`), `lifecycle.postStart/preStop.exec.command` and
 //!   `liveness/readiness/startupProbe.exec.command`.
-//! - argv[0] `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
+//! - `argv[0]` `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
 //!   one array element is replaced, so the JSON diff stays one targeted `replace`.
-//! - When the `-c` script (flags may be combined: `-c`, `-ec`, `-xc`, after `-o opt`)
-//!   uses syntax busybox `sh` rejects ([`bash_only_syntax`]), nothing changes and a
-//!   warning says why: a rewrite would turn a clear "bash: not found" into odd failures.
+//! - Only when the run is **proven portable** ([`portable`](super::portable)): bash's own options are ones
+//!   `sh` takes alike and the `-c` script parses into constructs and builtins that behave
+//!   the same in busybox `ash`, `dash` and `bash`, on errors too. Everything else — a
+//!   script file (`bash run.sh`: its content is unknown), commands from stdin (`bash`
+//!   alone, `bash -s`), `-l`, `-O`, `-o pipefail`, long options, `declare`, `[[ ]]`,
+//!   `$RANDOM`, … — keeps bash with a warning naming what blocked the rewrite: "bash: not
+//!   found" is a clear failure, a script whose meaning changed is not
+//!   (`declare -r W=/x; rm -rf "$W"/*` under busybox `sh` is `rm -rf /*`).
 //! - One warning (≤ 120 chars, naming the container) per correction or refusal.
 //! - Odd JSON (wrong types, missing fields, non-string argv entries) is left untouched.
 
-use super::bashism::{bash_only_syntax, c_script, CScript};
 use super::image;
+use super::portable::{invocation, Invocation};
 use crate::config::Config;
 use serde_json::{Map, Value};
 
 /// Warnings are shown by kubectl; the API server truncates longer ones.
 const MAX_WARNING: usize = 120;
 
-/// Rewrites argv[0] `bash` (any path) to `/bin/sh` in every init and app container's
-/// `command`, lifecycle and probe `exec.command` when the image lacks bash, unless the script
-/// uses bash-only syntax (then only a warning). Returns one warning per correction or refusal.
+/// Rewrites `argv[0]` `bash` (any path) to `/bin/sh` in every init and app container's
+/// `command`, lifecycle and probe `exec.command` when the image lacks bash and the run is
+/// proven portable (else only a warning). Returns one warning per correction or refusal.
 pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
     for list in ["initContainers", "containers"] {
@@ -56,8 +61,8 @@ pub fn hook_shell(
 enum Fix {
     /// Replace the entry at this index (in `command` followed by `args`).
     Rewrite { at: usize, to: &'static str },
-    /// Leave it: the script needs bash.
-    Refuse(&'static str),
+    /// Leave it: this construct (or invocation) is not proven to mean the same in `sh`.
+    Refuse(String),
 }
 
 fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: &mut Vec<String>) {
@@ -76,9 +81,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
     let report = |fix: Fix, place: &str, warnings: &mut Vec<String>| {
         let tail = match fix {
             Fix::Rewrite { to, .. } => format!("has no bash; {place} now runs {to}"),
-            Fix::Refuse(what) => {
-                format!("has no bash but {place} uses bash-only {what}; unchanged")
-            }
+            Fix::Refuse(what) => format!("has no bash; {place} unchanged: {what} may differ in sh"),
         };
         warnings.push(warning(&name, &image, &tail));
     };
@@ -177,13 +180,13 @@ fn plan(argv: &[&Value]) -> Option<Fix> {
         return None;
     };
     let args: Vec<Option<&str>> = rest.iter().map(|v| v.as_str()).collect();
-    match c_script(&args) {
-        CScript::Unknown => None,
-        CScript::Text(script) => match bash_only_syntax(script) {
-            Some(what) => Some(Fix::Refuse(what)),
-            None => Some(Fix::Rewrite { at, to }),
-        },
-        CScript::None => Some(Fix::Rewrite { at, to }),
+    let run = invocation(&args);
+    if run == Invocation::Unknown {
+        return None;
+    }
+    match run.blocker() {
+        Some(what) => Some(Fix::Refuse(what)),
+        None => Some(Fix::Rewrite { at, to }),
     }
 }
 
@@ -252,7 +255,7 @@ mod tests {
             (
                 one(
                     "alpine",
-                    json!({"command": ["/bin/bash"], "args": ["-ec", "[[ -f x ]]"]}),
+                    json!({"command": ["/bin/bash"], "args": ["-ec", "test -f x"]}),
                 ),
                 &["/containers/0/command/0"],
                 "command now runs /bin/sh",
@@ -268,7 +271,7 @@ mod tests {
             (
                 one(
                     "python:3.12-alpine",
-                    json!({"command": ["/usr/bin/env", "bash", "run.sh"]}),
+                    json!({"command": ["/usr/bin/env", "bash", "-c", "exec python3 -m app"]}),
                 ),
                 &["/containers/0/command/1"],
                 "command now runs sh",
@@ -284,7 +287,7 @@ mod tests {
             (
                 one(
                     "busybox",
-                    json!({"readinessProbe": {"exec": {"command": ["bash", "-o", "pipefail", "-c", "x"]}}}),
+                    json!({"readinessProbe": {"exec": {"command": ["bash", "-o", "errexit", "-c", "x"]}}}),
                 ),
                 &["/containers/0/readinessProbe/exec/command/0"],
                 "readinessProbe now runs",
@@ -305,7 +308,26 @@ mod tests {
 
     #[test]
     fn refusals_warn_and_change_nothing() {
+        let pre_stop = |argv: Value| json!({"lifecycle": {"preStop": {"exec": {"command": argv}}}});
         for (spec, what) in [
+            // The issue's example: under busybox sh `declare` fails, W stays empty and the
+            // rewrite would run `rm -rf /*`.
+            (
+                one(
+                    "busybox",
+                    pre_stop(json!([
+                        "bash",
+                        "-c",
+                        "declare -r W=/scratch/work; rm -rf \"$W\"/*"
+                    ])),
+                ),
+                "preStop hook unchanged: declare may differ in sh",
+            ),
+            (
+                json!({"initContainers": [{"name": "init", "image": "alpine",
+                    "command": ["bash", "-c", "typeset -r D=/data; rm -rf $D/*"]}]}),
+                "container \"init\": alpine has no bash; command unchanged: typeset",
+            ),
             (
                 one(
                     "busybox",
@@ -325,15 +347,114 @@ mod tests {
                     "alpine",
                     json!({"startupProbe": {"exec": {"command": ["bash", "-c", "echo {1..3}"]}}}),
                 ),
-                "startupProbe uses bash-only {a..b}",
+                "startupProbe unchanged: brace expansion {a..b}",
+            ),
+            (
+                one(
+                    "python:3.12-alpine",
+                    json!({"command": ["/usr/bin/env", "bash", "run.sh"]}),
+                ),
+                "a script file (content unknown)",
+            ),
+            (
+                one("busybox", json!({"command": ["bash"]})),
+                "commands from stdin",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"readinessProbe": {"exec": {"command": ["bash", "-o", "pipefail", "-c", "x | y"]}}}),
+                ),
+                "readinessProbe unchanged: set -o pipefail",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"command": ["bash", "-O", "extglob", "-c", "rm !(keep)"]}),
+                ),
+                "bash -O",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"command": ["bash", "-c", "[[ -v X ]] || rm -rf /data/*"]}),
+                ),
+                "[[ ]]",
+            ),
+            (
+                one(
+                    "busybox",
+                    json!({"command": ["bash", "-c", "rm -rf /tmp/$UID/*"]}),
+                ),
+                "$UID",
             ),
         ] {
             let (_, warnings, changed) = fix(spec.clone());
             assert!(changed.is_empty(), "{spec}");
             assert_eq!(warnings.len(), 1);
             assert!(
-                warnings[0].contains(what) && warnings[0].ends_with("unchanged"),
+                warnings[0].contains(what) && warnings[0].ends_with("may differ in sh"),
                 "{warnings:?}"
+            );
+        }
+    }
+
+    /// One script per construct class that changes meaning (or error behaviour) under
+    /// busybox sh or dash. Today's `main` rewrote every one of them to `/bin/sh`.
+    #[test]
+    fn every_meaning_changing_class_keeps_bash() {
+        let classes = [
+            ("declare", "declare -r W=/scratch/work; rm -rf \"$W\"/*"),
+            ("typeset", "typeset -r W=/scratch/work; rm -rf \"$W\"/*"),
+            ("local", "f() { local -n r=$1; }; f x"),
+            ("shopt", "shopt -s dotglob; rm -rf /data/*"),
+            ("(( ))", "(( n = 1 )) && rm -rf /data/$n"),
+            ("[[ ]]", "[[ -v DIR ]] || DIR=; rm -rf $DIR/*"),
+            ("$UID", "rm -rf /tmp/$UID/*"),
+            ("$EUID", "[ $EUID = 0 ] && rm -rf /data/*"),
+            ("$BASH_VERSION", "[ -n \"$BASH_VERSION\" ] || exit"),
+            ("$RANDOM", "sleep $RANDOM"),
+            ("read -a", "read -a dirs < /list"),
+            ("set -o pipefail", "set -o pipefail; a | b"),
+            ("set -u", "set -u; rm -rf \"$D\"/*"),
+            ("source", "source /env; rm -rf \"$D\"/*"),
+            ("brace expansion {a,b}", "rm -rf /data/{a,b}"),
+            ("$'...'", "rm -rf $'/data/a\\tb'"),
+            ("${var:offset}", "rm -rf \"${D:0:5}\""),
+            ("${var/pat/rep}", "rm -rf \"${D/x/}\""),
+            ("&>", "rm -rf /data/* &> /dev/null"),
+            ("trap on EXIT", "trap 'rm -rf /data/*' EXIT; sleep 60"),
+            ("trap on ERR", "trap 'rm -rf /data/*' ERR"),
+            ("echo options", "echo -e 'x\\ty' > /data/f"),
+            ("echo with an expansion", "echo \"$MSG\" > /data/f"),
+            ("globs on a leading .", "rm -rf /data/.*"),
+            (
+                "a redirection or assignment on :",
+                ": > /data/log; rm -rf /tmp/x",
+            ),
+            (
+                "set -e with several commands",
+                "set -e; D=$(cd /x; pwd); rm -rf \"$D\"/*",
+            ),
+            (
+                "a command name from an expansion",
+                "$CMD -r W; rm -rf \"$W\"/*",
+            ),
+            ("let", "let n=1; rm -rf /data/$n"),
+            ("mapfile", "mapfile -t ds < /l"),
+            ("process substitution", "diff <(ls a) <(ls b)"),
+            ("function keyword", "function f { rm -rf /data/*; }; f"),
+        ];
+        for (class, script) in classes {
+            let spec = one(
+                "busybox",
+                json!({"lifecycle": {"preStop": {"exec": {"command": ["bash", "-c", script]}}}}),
+            );
+            let (_, warnings, changed) = fix(spec);
+            assert!(changed.is_empty(), "{class}: {script:?} was rewritten");
+            assert!(
+                warnings.len() == 1 && warnings[0].contains(class),
+                "{class}: {warnings:?}"
             );
         }
     }

@@ -4,93 +4,62 @@
 //! when a Job finishes and when its pod is deleted — so the cleanup, which runs in the
 //! sidecar's SIGTERM handler, starts after the app stopped writing. It has no preStop of
 //! its own: on deletion that would run while the app may still write.
+//!
+//! It must also be a container every cluster accepts: Pod Security `restricted` fields
+//! with the served containers' numeric user, exact copies of their mounts and of the env
+//! those mounts reference ([`SidecarPlan`] decides which containers it can serve), and a
+//! name no container of the pod has. It is recognised by its command, never its name.
 
 use super::hook;
-use super::targets::{self};
-use crate::config::Config;
+pub use super::sidecar_plan::SidecarPlan;
+use super::sidecar_plan::{check_merged, copy_of};
+use super::targets;
+use crate::config::{CleanerMode, Config};
 use serde_json::{json, Map, Value};
 
+/// The sidecar's name, unless a container of the pod already has it: then
+/// `prestop-cleanup-2`, `-3`, … (see [`free_name`]).
 pub const NAME: &str = "prestop-cleanup";
 
-/// The sidecar's shell; the configured image must provide it (busybox does).
+/// The shell sidecar's shell (`cleaner.mode: shell`); its image must provide it (busybox does).
 const SHELL: &str = "/bin/sh";
 
-/// What the sidecar must clean and mount, gathered from the containers it serves.
-#[derive(Debug, Default)]
-pub struct SidecarPlan {
-    pub targets: Vec<String>,
-    mounts: Vec<Value>,
-    run_as_user: Option<Value>,
-    run_as_group: Option<Value>,
-    user_of: Option<String>,
-}
-
 impl SidecarPlan {
-    /// Adds a container's targets: their mounts are copied so the sidecar sees the same
-    /// directories at the same paths, and it runs as that container's user and group.
-    pub fn add(&mut self, container: &Value, paths: &[String], warnings: &mut Vec<String>) {
-        let mounts = targets::mounts(container);
-        for path in paths {
-            let Some(mount) = targets::mount_of(&mounts, path) else {
-                continue;
-            };
-            if !self
-                .mounts
-                .iter()
-                .any(|m| m.get("mountPath").and_then(Value::as_str) == Some(mount.path.as_str()))
-            {
-                let mut copy = Map::new();
-                for key in ["name", "mountPath", "subPath", "subPathExpr"] {
-                    if let Some(value) = mount.raw.get(key) {
-                        copy.insert(key.to_owned(), value.clone());
-                    }
-                }
-                self.mounts.push(Value::Object(copy));
-            }
-            if !self.targets.contains(path) {
-                self.targets.push(path.clone());
-            }
-        }
-        let name = container
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let context = container.get("securityContext");
-        let user = context.and_then(|c| c.get("runAsUser")).cloned();
-        let group = context.and_then(|c| c.get("runAsGroup")).cloned();
-        match &self.user_of {
-            None => {
-                self.user_of = Some(name.to_owned());
-                self.run_as_user = user;
-                self.run_as_group = group;
-            }
-            Some(first) if self.run_as_user != user || self.run_as_group != group => warnings.push(format!(
-                "container {name:?} runs as another user than {first:?}; the cleanup sidecar runs as {first:?}"
-            )),
-            Some(_) => {}
-        }
-    }
-
-    fn container(&self, config: &Config) -> Map<String, Value> {
+    /// Our sidecar: exact mounts and env from [`SidecarPlan`], and a securityContext that
+    /// meets Pod Security `restricted` as the served containers' numeric user.
+    fn container(&self, config: &Config, name: &str) -> Map<String, Value> {
         let mut security = json!({
             "allowPrivilegeEscalation": false,
             "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
             "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         });
-        if let Some(user) = &self.run_as_user {
-            security["runAsUser"] = user.clone();
-        }
-        if let Some(group) = &self.run_as_group {
-            security["runAsGroup"] = group.clone();
+        if let Some((uid, gid)) = self.user {
+            security["runAsUser"] = json!(uid);
+            if let Some(gid) = gid {
+                security["runAsGroup"] = json!(gid);
+            }
         }
         let mut container = Map::new();
-        container.insert("name".into(), json!(NAME));
-        container.insert("image".into(), json!(config.sidecar.image));
-        container.insert(
-            "command".into(),
-            json!(hook::sidecar_argv(SHELL, &self.targets)),
-        );
+        container.insert("name".into(), json!(name));
+        // The cleaner program from its own image (no shell), or the busybox script.
+        let (image, command) = match config.cleaner.mode {
+            CleanerMode::Binary => (
+                config.cleaner.image.as_str(),
+                hook::program_sidecar_argv(&self.targets),
+            ),
+            CleanerMode::Shell => (
+                config.sidecar.shell_image(),
+                hook::sidecar_argv(SHELL, &self.targets),
+            ),
+        };
+        container.insert("image".into(), json!(image));
+        container.insert("command".into(), json!(command));
         container.insert("restartPolicy".into(), json!("Always"));
+        if !self.env.is_empty() {
+            container.insert("env".into(), Value::Array(self.env.clone()));
+        }
         container.insert("volumeMounts".into(), Value::Array(self.mounts.clone()));
         if config
             .sidecar
@@ -105,6 +74,18 @@ impl SidecarPlan {
     }
 }
 
+/// The keys of our sidecar we own; any other (defaulted by the API server after our
+/// first patch: `imagePullPolicy`, `terminationMessagePath`, …) is left alone.
+const OWNED_KEYS: &[&str] = &[
+    "image",
+    "command",
+    "restartPolicy",
+    "env",
+    "volumeMounts",
+    "resources",
+    "securityContext",
+];
+
 /// Whether an init container is the sidecar we generated (by its command, not its name).
 fn is_ours(container: &Value) -> bool {
     container
@@ -118,65 +99,154 @@ fn is_ours(container: &Value) -> bool {
         .is_some_and(|argv| hook::sidecar_targets(&argv).is_some())
 }
 
-/// Whether one of the user's own init containers already has our sidecar's name: then we
-/// can add no sidecar (names are unique) and must not touch theirs.
-pub fn name_taken(spec: &Value) -> bool {
-    spec.get("initContainers")
+/// The mounts of our existing sidecar that are no copy of an app container's mount:
+/// admission plugins put them there (the ServiceAccount token, say) and they stay.
+pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
+    let Some(ours) = spec
+        .get("initContainers")
         .and_then(Value::as_array)
-        .is_some_and(|list| {
-            list.iter()
-                .any(|c| c.get("name").and_then(Value::as_str) == Some(NAME) && !is_ours(c))
-        })
+        .and_then(|list| list.iter().find(|c| is_ours(c)))
+    else {
+        return Vec::new();
+    };
+    let copies: Vec<Value> = super::pod::app_containers(spec)
+        .iter()
+        .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
+        .flatten()
+        .map(copy_of)
+        .collect();
+    ours.get("volumeMounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| !copies.contains(&copy_of(m)))
+        .cloned()
+        .collect()
 }
 
-/// Adds, updates or removes our sidecar so that it matches `plan`. A user's container
-/// that only shares the name is never touched (see [`name_taken`]).
+/// The first of `prestop-cleanup`, `prestop-cleanup-2`, … that no container of the pod
+/// (init, app or ephemeral) is named.
+fn free_name(spec: &Value) -> String {
+    let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str))
+        .collect();
+    std::iter::once(NAME.to_owned())
+        .chain((2..).map(|n| format!("{NAME}-{n}")))
+        .find(|name| !taken.contains(&name.as_str()))
+        .unwrap_or_else(|| NAME.to_owned())
+}
+
+/// Adds, updates or removes our sidecar so that it matches `plan`; returns its name.
+/// Our sidecar is recognised by its command, never by its name, so a user's container
+/// that only shares the name is never touched.
 ///
-/// An existing sidecar is updated key by key: fields the API server defaulted after our
-/// first patch (`imagePullPolicy`, `terminationMessagePath`, …) are left alone, so a
+/// An existing sidecar is updated key by key ([`OWNED_KEYS`]) and keeps its name, so a
 /// second pass — or the Pod-level pass of a controller-created pod — yields no patch.
-pub fn apply(spec: &mut Value, plan: Option<&SidecarPlan>, config: &Config) {
+/// What admission plugins add to it before we see the Pod (the ServiceAccount token
+/// mount, an Indexed Job's `JOB_COMPLETION_INDEX`) is kept — unless a mount of theirs
+/// lies inside a target: then the sidecar is removed (fail closed) with a warning.
+pub fn apply(
+    spec: &mut Value,
+    plan: Option<&SidecarPlan>,
+    config: &Config,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
     let position = spec
         .get("initContainers")
         .and_then(Value::as_array)
-        .and_then(|list| {
-            list.iter()
-                .position(|c| c.get("name").and_then(Value::as_str) == Some(NAME))
-        });
-    match (plan, position) {
-        (None, None) => {}
-        (None, Some(index)) => {
-            let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) else {
-                return;
-            };
-            if is_ours(&list[index]) {
-                list.remove(index);
-                if list.is_empty() {
-                    spec.as_object_mut().map(|s| s.remove("initContainers"));
-                }
-            }
+        .and_then(|list| list.iter().position(is_ours));
+    let Some(plan) = plan else {
+        if let Some(index) = position {
+            remove(spec, index);
         }
-        (Some(_), Some(index)) if !is_ours(&spec["initContainers"][index]) => {}
-        (Some(plan), Some(index)) => {
-            if let Some(existing) = spec["initContainers"][index].as_object_mut() {
-                for (key, value) in plan.container(config) {
-                    if existing.get(&key) != Some(&value) {
-                        existing.insert(key, value);
-                    }
-                }
-            }
+        return None;
+    };
+    let Some(index) = position else {
+        let name = free_name(spec);
+        let slot = spec
+            .as_object_mut()?
+            .entry("initContainers")
+            .or_insert(Value::Null);
+        if slot.is_null() {
+            *slot = Value::Array(Vec::new());
         }
-        (Some(plan), None) => {
-            let Some(spec_map) = spec.as_object_mut() else {
-                return;
-            };
-            let slot = spec_map.entry("initContainers").or_insert(Value::Null);
-            if slot.is_null() {
-                *slot = Value::Array(Vec::new());
+        slot.as_array_mut()?
+            .push(Value::Object(plan.container(config, &name)));
+        return Some(name);
+    };
+    let existing = spec["initContainers"][index].as_object_mut()?;
+    let name = existing.get("name").and_then(Value::as_str)?.to_owned();
+    let mut wanted = plan.container(config, &name);
+    for key in OWNED_KEYS {
+        let value = match *key {
+            "env" => with_others(existing.get("env"), &plan.env, |e| e.get("name").cloned()),
+            "volumeMounts" => with_others(existing.get(*key), &plan.mounts, |m| {
+                let path = m.get("mountPath").and_then(Value::as_str)?;
+                targets::normalize(path).map(Value::String)
+            }),
+            _ => wanted.remove(*key),
+        };
+        match value {
+            Some(value) if existing.get(*key) != Some(&value) => {
+                existing.insert((*key).to_owned(), value);
             }
-            if let Some(list) = slot.as_array_mut() {
-                list.push(Value::Object(plan.container(config)));
+            Some(_) => {}
+            None => {
+                existing.remove(*key);
             }
         }
     }
+    let mounts = existing.get("volumeMounts").and_then(Value::as_array);
+    if let Err(problem) = check_merged(mounts.map_or(&[], Vec::as_slice), &plan.targets) {
+        warnings.push(format!("cleanup sidecar removed: {problem}"));
+        remove(spec, index);
+        return None;
+    }
+    Some(name)
+}
+
+fn remove(spec: &mut Value, index: usize) {
+    if let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
+        list.remove(index);
+        if list.is_empty() {
+            spec.as_object_mut().map(|s| s.remove("initContainers"));
+        }
+    }
+}
+
+/// A list of ours (`env`, `volumeMounts`) after others may have added to it: kept as it
+/// is when all our entries are there in order and no other entry has the key of one of
+/// ours (same env name, same normalized mountPath); otherwise ours, then theirs minus
+/// the clashing ones. `None` when there is nothing to hold.
+fn with_others(
+    existing: Option<&Value>,
+    ours: &[Value],
+    key: impl Fn(&Value) -> Option<Value>,
+) -> Option<Value> {
+    let existing: &[Value] = existing
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let our_keys: Vec<Option<Value>> = ours.iter().map(&key).collect();
+    let theirs: Vec<&Value> = existing.iter().filter(|e| !ours.contains(e)).collect();
+    let clash = theirs.iter().any(|e| our_keys.contains(&key(e)));
+    let mut remaining = ours.iter().peekable();
+    for entry in existing {
+        if remaining.peek() == Some(&entry) {
+            remaining.next();
+        }
+    }
+    if remaining.peek().is_none() && !clash {
+        return (!existing.is_empty()).then(|| Value::Array(existing.to_vec()));
+    }
+    let mut list: Vec<Value> = ours.to_vec();
+    list.extend(
+        theirs
+            .into_iter()
+            .filter(|e| !our_keys.contains(&key(e)))
+            .cloned(),
+    );
+    (!list.is_empty()).then_some(Value::Array(list))
 }

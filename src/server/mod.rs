@@ -139,6 +139,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    for warning in config.warnings() {
+        tracing::warn!(%warning, "configuration");
+    }
     let source = tls_source(&args)?;
     let kubernetes_version = match config.kubernetes_version {
         Some(version) => VersionSource::Fixed(version),

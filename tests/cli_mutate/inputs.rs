@@ -170,3 +170,21 @@ fn kubectl_reads_our_yaml_as_we_do() {
     let meant = json_docs(&read(fixture)).remove(0);
     assert_eq!(seen, meant, "YAML was:\n{yaml}");
 }
+
+/// Issue 9 class 9c: kubectl sends `readOnly: yes` as `true`, so the preview must see a
+/// read-only mount (nothing to clean), exactly as the webhook will.
+#[test]
+fn class9_yaml_1_1_booleans_are_booleans_as_for_kubectl() {
+    let input = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  annotations:\n    prestop-injector.io/cleanup: auto\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: app\n        image: busybox\n        volumeMounts:\n        - name: data\n          mountPath: /data\n          readOnly: yes\n      volumes:\n      - name: data\n        hostPath:\n          path: /mnt/data\n";
+    let run = ok(mutate(&["-o", "json"], input));
+    let job = json_docs(&run.stdout).remove(0);
+    let mount = &job["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0];
+    assert_eq!(mount["readOnly"], true, "{}", run.stdout);
+    assert!(
+        job.pointer("/spec/template/spec/containers/0/lifecycle")
+            .is_none(),
+        "a read-only mount was cleaned: {}",
+        run.stdout
+    );
+    assert!(run.stderr.contains("nothing to clean"), "{}", run.stderr);
+}

@@ -137,6 +137,17 @@ pub fn pre_stop_argv(container: &Value) -> Vec<String> {
     .expect("argv of strings")
 }
 
+/// The paths our preStop hook in `container` empties (any hook form); empty when it has none.
+pub fn cleanup_targets(container: &Value) -> Vec<String> {
+    match prestop_injector::mutation::hook::Hook::from_argv(&pre_stop_argv(container)) {
+        Some(prestop_injector::mutation::hook::Hook {
+            action: prestop_injector::mutation::hook::Action::Cleanup(targets),
+            ..
+        }) => targets,
+        _ => Vec::new(),
+    }
+}
+
 pub fn grace(object: &Value) -> Option<u64> {
     template_spec(object)
         .get("terminationGracePeriodSeconds")
@@ -149,4 +160,81 @@ pub fn status(object: &Value) -> Option<Value> {
         .get("prestop-injector.io/status")?
         .as_str()?;
     Some(serde_json::from_str(text).expect("status is JSON"))
+}
+
+pub fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// `cleaner.mode: shell`: the v1 POSIX-sh hook and the busybox sidecar.
+pub fn shell_mode() -> Config {
+    Config::from_yaml("cleaner: {mode: shell}\n").expect("valid config")
+}
+
+/// The installer is first in `initContainers`, restricted, from `cleaner.image`; its
+/// `emptyDir` exists; exactly the app containers `with_program` mount it read-only.
+pub fn assert_delivered(object: &Value, with_program: &[usize]) {
+    use prestop_injector::mutation::hook::{IMAGE_PROGRAM, PROGRAM_DIR};
+    let spec = template_spec(object);
+    let installer = &spec["initContainers"][0];
+    assert_eq!(
+        installer["command"],
+        json!([IMAGE_PROGRAM, "install", PROGRAM_DIR]),
+        "the installer comes first: {spec}"
+    );
+    assert_eq!(installer["image"], Config::default().cleaner.image);
+    assert_eq!(installer.get("restartPolicy"), None);
+    let security = &installer["securityContext"];
+    assert_eq!(security["runAsNonRoot"], true);
+    assert!(security["runAsUser"].as_u64().is_some_and(|uid| uid > 0));
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(
+        security["seccompProfile"],
+        json!({"type": "RuntimeDefault"})
+    );
+    assert!(installer["resources"]["limits"]["memory"].is_string());
+    let volume_name = installer["volumeMounts"][0]["name"].clone();
+    assert_eq!(installer["volumeMounts"][0]["mountPath"], PROGRAM_DIR);
+    let volumes = spec["volumes"].as_array().expect("volumes");
+    let volume = volumes
+        .iter()
+        .find(|v| v["name"] == volume_name)
+        .expect("the program's volume");
+    assert!(volume["emptyDir"]["sizeLimit"].is_string(), "{volume}");
+    for (index, container) in spec["containers"].as_array().unwrap().iter().enumerate() {
+        let ours: Vec<&Value> = container["volumeMounts"]
+            .as_array()
+            .map(|mounts| mounts.iter().filter(|m| m["name"] == volume_name).collect())
+            .unwrap_or_default();
+        if with_program.contains(&index) {
+            assert_eq!(
+                ours,
+                [&json!({"name": volume_name, "mountPath": PROGRAM_DIR, "readOnly": true})],
+                "container {index}"
+            );
+        } else {
+            assert!(ours.is_empty(), "container {index}: {ours:?}");
+        }
+    }
+}
+
+/// SPEC §8: targeted operations only — no array or object replaced as a whole, no
+/// container or volume renamed (which is what an index-shifted diff of a list does).
+pub fn assert_targeted(outcome: &Outcome) {
+    for operation in outcome.decision.patch.iter().flat_map(|p| p.0.iter()) {
+        let path = operation.path().to_string();
+        match operation {
+            json_patch::PatchOperation::Replace(replace) => assert!(
+                !replace.value.is_object() && !replace.value.is_array(),
+                "whole replace at {path}"
+            ),
+            json_patch::PatchOperation::Move(_) | json_patch::PatchOperation::Copy(_) => {
+                panic!("unexpected operation at {path}")
+            }
+            _ => {}
+        }
+        assert!(!path.ends_with("/name"), "renamed: {path}");
+    }
 }

@@ -246,14 +246,15 @@ mod tests {
 
     #[test]
     fn merge_keys_are_applied_as_kubectl_does() {
-        let text = "apiVersion: v1\nkind: Pod\nx-base: &base\n  image: a\n  name: n\nspec:\n  containers:\n  - <<: *base\n    image: b\n";
+        // (`name: n` would be the boolean false for kubectl, YAML 1.1.)
+        let text = "apiVersion: v1\nkind: Pod\nx-base: &base\n  image: a\n  name: web\nspec:\n  containers:\n  - <<: *base\n    image: b\n";
         let documents = read(text, "-").unwrap().documents;
         let Body::Manifest(pod) = &documents[0].body else {
             panic!("{documents:?}")
         };
         assert_eq!(
             pod["spec"]["containers"][0],
-            serde_json::json!({"image": "b", "name": "n"})
+            serde_json::json!({"image": "b", "name": "web"})
         );
         let error = read("a: *missing\n<<: x\n", "-").unwrap_err().to_string();
         assert!(

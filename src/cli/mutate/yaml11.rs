@@ -1,15 +1,18 @@
-//! kubectl reads manifests as YAML 1.1, serde_yaml as YAML 1.2. Two kinds of plain
-//! scalar mean different things, and both are common in real manifests:
+//! kubectl reads manifests as YAML 1.1 (sigs.k8s.io/yaml on go-yaml v2), serde_yaml as
+//! YAML 1.2. Some plain scalars mean different things, and they are common in real
+//! manifests; the preview must read them as kubectl does, or it shows a different object
+//! from the one the webhook will see:
 //! - `0644` is the octal number 420 for kubectl but the string `"0644"` for serde_yaml
-//!   (`defaultMode: 0644` would come out as a string the API server rejects). We rewrite it
-//!   to `0o644` before parsing, so the value is the one the API server receives.
-//! - `y`, `yes`, `on`, `n`, `no`, `off` are booleans for kubectl. We keep the string (our
-//!   `cleanup: off` is meant as one) and warn: with kubectl the API server would refuse a
-//!   boolean annotation or env value.
+//!   (`defaultMode: 0644`); `1_000` and `0b101` are numbers too. We rewrite them to the
+//!   form serde_yaml reads as the same number.
+//! - `y`, `Y`, `yes`, `on`, `n`, `no`, `off` (and their capitalised forms) are booleans for
+//!   kubectl: `readOnly: yes` is a read-only mount. We rewrite them to `true` / `false` and
+//!   warn, because a quoted string was perhaps meant (`cleanup: off` reaches the API
+//!   server as a boolean, which it refuses in an annotation).
 //!
 //! A light line scanner, not a YAML parser: it looks only at `key: value` and `- value`
 //! lines and skips block scalars (`|`, `>`) and multi-line quoted strings, whose text must
-//! stay exactly as written.
+//! stay exactly as written. Keys are left alone.
 
 use std::borrow::Cow;
 
@@ -32,7 +35,7 @@ const BOOLEANS: &[(&str, bool)] = &[
     ("OFF", false),
 ];
 
-/// The piece with YAML 1.1 octals rewritten, and one warning per YAML 1.1 boolean
+/// The piece with YAML 1.1 numbers and booleans rewritten, and one warning per boolean
 /// (`line N: ...`, numbered from `first_line`).
 pub fn adapt(piece: &str, first_line: usize) -> (Cow<'_, str>, Vec<String>) {
     let mut out = String::new();
@@ -63,27 +66,34 @@ pub fn adapt(piece: &str, first_line: usize) -> (Cow<'_, str>, Vec<String>) {
         };
         let rest = &body[value_at..];
         let value = strip_comment(rest);
-        if let Some(quote) = value.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let replacement = if let Some(quote) =
+            value.chars().next().filter(|c| *c == '"' || *c == '\'')
+        {
             if !closes(value, quote) {
                 skip = Skip::Quote(quote);
             }
+            None
         } else if value.starts_with(['|', '>']) {
             skip = Skip::Block(column);
-        } else if is_octal(value) {
-            let digits = value.trim_start_matches('0');
-            let digits = if digits.is_empty() { "0" } else { digits };
-            out.push_str(&body[..value_at]);
-            out.push_str("0o");
-            out.push_str(digits);
-            out.push_str(&line[value_at + value.len()..]);
-            changed = true;
-            continue;
+            None
+        } else if let Some(number) = yaml11_int(value) {
+            Some(number)
         } else if let Some((_, meaning)) = BOOLEANS.iter().find(|(word, _)| *word == value) {
             warnings.push(format!(
-                "line {}: `{}` is the boolean {meaning} for kubectl (YAML 1.1), the string {value:?} here; quote it (\"{value}\") to mean the string",
+                "line {}: `{}` is the boolean {meaning} for kubectl (YAML 1.1), and here; quote it (\"{value}\") to mean the string",
                 first_line + index,
                 body.trim()
             ));
+            Some(meaning.to_string())
+        } else {
+            None
+        };
+        if let Some(replacement) = replacement {
+            out.push_str(&body[..value_at]);
+            out.push_str(&replacement);
+            out.push_str(&line[value_at + value.len()..]);
+            changed = true;
+            continue;
         }
         out.push_str(line);
     }
@@ -163,8 +173,52 @@ fn closes(value: &str, quote: char) -> bool {
     }
 }
 
-fn is_octal(value: &str) -> bool {
-    value.len() > 1 && value.starts_with('0') && value.bytes().all(|b| (b'0'..=b'7').contains(&b))
+/// go-yaml v2 reads a plain scalar as an integer when, with every `_` removed, Go's
+/// `strconv.ParseInt(s, 0, 64)` takes it: `0644` (octal), `0b101`, `0o17`, `0x1f`,
+/// `1_000`. Returns the decimal text when serde_yaml (YAML 1.2) would read the scalar
+/// differently, `None` when both agree or it is no integer.
+fn yaml11_int(value: &str) -> Option<String> {
+    let plain = value.replace('_', "");
+    let (negative, digits) = match plain.as_bytes().first()? {
+        b'-' => (true, &plain[1..]),
+        b'+' => (false, &plain[1..]),
+        _ => (false, plain.as_str()),
+    };
+    let (radix, body) = if let Some(rest) = digits.strip_prefix("0b").or(digits.strip_prefix("0B"))
+    {
+        (2, rest)
+    } else if let Some(rest) = digits.strip_prefix("0o").or(digits.strip_prefix("0O")) {
+        (8, rest)
+    } else if let Some(rest) = digits.strip_prefix("0x").or(digits.strip_prefix("0X")) {
+        (16, rest)
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        // Not octal (`08`): ParseInt fails and go-yaml v2 falls back to the float 8.
+        let octal = digits.bytes().all(|b| (b'0'..=b'7').contains(&b));
+        if octal {
+            (8, &digits[1..])
+        } else {
+            (10, digits)
+        }
+    } else {
+        (10, digits)
+    };
+    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = i128::from_str_radix(body, radix).ok()?;
+    let number = if negative { -magnitude } else { magnitude };
+    // Out of int64 range go-yaml v2 tries uint64, then float: leave those to serde_yaml.
+    if i64::try_from(number).is_err() {
+        return None;
+    }
+    // serde_yaml already reads these as the same number.
+    let same = !value.contains('_')
+        && match radix {
+            10 => !digits.starts_with('0') || digits == "0",
+            16 | 8 => digits.starts_with("0x") || digits.starts_with("0o"),
+            _ => false,
+        };
+    (!same).then(|| number.to_string())
 }
 
 #[cfg(test)]
@@ -177,10 +231,10 @@ mod tests {
         let (adapted, warnings) = adapt(text, 1);
         assert!(warnings.is_empty());
         assert!(
-            adapted.contains("defaultMode: 0o644 # rw-r--r--\n"),
+            adapted.contains("defaultMode: 420 # rw-r--r--\n"),
             "{adapted}"
         );
-        assert!(adapted.contains("- - 0o755\n"), "{adapted}");
+        assert!(adapted.contains("- - 493\n"), "{adapted}");
         assert!(adapted.contains("- '0644'\n"), "{adapted}");
         let value: serde_json::Value = serde_yaml::from_str(&adapted).unwrap();
         assert_eq!(value["volumes"][0]["configMap"]["defaultMode"], 420);
@@ -191,14 +245,18 @@ mod tests {
         let text = "data:\n  a: |\n    mode: 0644\n    x: off\n  b: \"first\n    mode: 0644\"\n  c: >-\n\n    - 0600\n  d: 0600\n";
         let (adapted, warnings) = adapt(text, 1);
         assert!(warnings.is_empty(), "{warnings:?}");
-        assert_eq!(adapted, text.replace("d: 0600", "d: 0o600"));
+        assert_eq!(adapted, text.replace("d: 0600", "d: 384"));
     }
 
     #[test]
     fn yaml_1_1_booleans_are_reported_with_their_line() {
         let text = "metadata:\n  annotations:\n    prestop-injector.io/cleanup: off\n    b: 'off'\nenv:\n- value: yes\n";
         let (adapted, warnings) = adapt(text, 10);
-        assert_eq!(adapted, text);
+        assert_eq!(
+            adapted,
+            text.replace("cleanup: off", "cleanup: false")
+                .replace("value: yes", "value: true")
+        );
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(
             warnings[0]
@@ -210,6 +268,19 @@ mod tests {
             warnings[1].starts_with("line 15: `- value: yes` is the boolean true"),
             "{}",
             warnings[1]
+        );
+    }
+
+    #[test]
+    fn scalars_read_as_go_yaml_v2_reads_them() {
+        let text = "a: yes\nb: Off\nc: Y\nd: 1_000\ne: 0b101\nf: -0755\ng: 0x1F\nh: 10\ni: 0o17\nj: yesterday\nk: 08\nl: '0644'\n";
+        let (adapted, warnings) = adapt(text, 1);
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        let value: serde_json::Value = serde_yaml::from_str(&adapted).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"a": true, "b": false, "c": true, "d": 1000, "e": 5, "f": -493,
+                "g": 31, "h": 10, "i": 15, "j": "yesterday", "k": 8, "l": "0644"})
         );
     }
 }

@@ -1,0 +1,600 @@
+//! The allow-list of builtins (with the arguments each may take) and the variables the
+//! shells set themselves. Everything here was checked against bash 5.2, dash 0.5.12 and
+//! busybox 1.36 `ash`; the differential test (`tests/shell_fix_differential.rs`) keeps
+//! checking it.
+
+use super::{no, Parser, Word, R};
+
+/// How a command name runs.
+pub(super) enum Kind {
+    /// Not a builtin of any of the three shells: the image's program.
+    External,
+    /// An allowed regular builtin: `NAME=value` before it and redirections are fine.
+    Regular,
+    /// An allowed special builtin: dash exits when its redirection fails and keeps
+    /// `NAME=value` assignments, bash does neither, so both are refused.
+    Special,
+}
+
+/// Builtins and keywords of bash, dash and busybox `ash`: a name here that
+/// [`check_command`] does not allow is a blocker, not an external program.
+const ALL_BUILTINS: &[&str] = &[
+    ".",
+    ":",
+    "[",
+    "[[",
+    "alias",
+    "bg",
+    "bind",
+    "break",
+    "builtin",
+    "caller",
+    "cd",
+    "chdir",
+    "command",
+    "compgen",
+    "complete",
+    "compopt",
+    "continue",
+    "coproc",
+    "declare",
+    "dirs",
+    "disown",
+    "echo",
+    "enable",
+    "eval",
+    "exec",
+    "exit",
+    "export",
+    "false",
+    "fc",
+    "fg",
+    "function",
+    "getopts",
+    "hash",
+    "help",
+    "history",
+    "jobs",
+    "kill",
+    "let",
+    "local",
+    "logout",
+    "mapfile",
+    "popd",
+    "printf",
+    "pushd",
+    "pwd",
+    "read",
+    "readarray",
+    "readonly",
+    "return",
+    "select",
+    "set",
+    "shift",
+    "shopt",
+    "source",
+    "suspend",
+    "test",
+    "time",
+    "times",
+    "trap",
+    "true",
+    "type",
+    "typeset",
+    "ulimit",
+    "umask",
+    "unalias",
+    "unset",
+    "wait",
+];
+
+pub(super) fn is_builtin(name: &[u8]) -> bool {
+    ALL_BUILTINS.iter().any(|b| b.as_bytes() == name)
+}
+
+/// Variables bash (or only one of the shells) sets or treats specially: reading them
+/// gives different values (`$UID` is empty in dash), assigning them differs too.
+const SHELL_VARIABLES: &[&str] = &[
+    "UID",
+    "EUID",
+    "RANDOM",
+    "SRANDOM",
+    "SECONDS",
+    "LINENO",
+    "PIPESTATUS",
+    "FUNCNAME",
+    "GROUPS",
+    "HOSTNAME",
+    "HOSTTYPE",
+    "OSTYPE",
+    "MACHTYPE",
+    "SHLVL",
+    "SHELLOPTS",
+    "DIRSTACK",
+    "EPOCHSECONDS",
+    "EPOCHREALTIME",
+    "REPLY",
+    "OLDPWD",
+    "OPTERR",
+    "TMOUT",
+    "TIMEFORMAT",
+    "SHELL",
+    "ENV",
+    "MAIL",
+    "MAILPATH",
+    "MAILCHECK",
+    "FCEDIT",
+    "INPUTRC",
+    "POSIXLY_CORRECT",
+    "IGNOREEOF",
+    "PROMPT_COMMAND",
+    "GLOBIGNORE",
+    "GLOBSORT",
+    "EXECIGNORE",
+    "FIGNORE",
+    "COLUMNS",
+    "LINES",
+    "_",
+    "PS0",
+    "PS1",
+    "PS2",
+    "PS3",
+    "PS4",
+    "CHILD_MAX",
+    "OPTIND",
+    "OPTARG",
+];
+
+const SHELL_PREFIXES: &[&str] = &["BASH", "COMP_", "READLINE_", "HIST"];
+
+/// Set by every shell alike and fine to read, but assigning them means something else.
+const ASSIGN_ONLY: &[&str] = &["PPID", "PWD", "CDPATH", "LANG", "LC_ALL", "LC_COLLATE"];
+
+fn shell_variable(name: &[u8]) -> bool {
+    let name = String::from_utf8_lossy(name);
+    SHELL_VARIABLES.contains(&name.as_ref()) || SHELL_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// A variable read as `$NAME`, `${NAME…}` or in `$((…))`.
+pub(super) fn check_read(name: &[u8]) -> R<()> {
+    if shell_variable(name) {
+        return no(format!("${}", String::from_utf8_lossy(name)));
+    }
+    Ok(())
+}
+
+/// A variable assigned (`NAME=`, `read NAME`, `for NAME`, `export`, `unset`, `${NAME=}`).
+pub(super) fn check_assigned(name: &[u8]) -> R<()> {
+    let text = String::from_utf8_lossy(name);
+    if shell_variable(name) || ASSIGN_ONLY.contains(&text.as_ref()) || text.starts_with("LC_") {
+        return no(format!("assigning {text}"));
+    }
+    Ok(())
+}
+
+const SIGNALS: &[&str] = &[
+    "HUP", "INT", "QUIT", "KILL", "TERM", "USR1", "USR2", "STOP", "CONT", "ALRM",
+];
+
+fn signal_number(text: &[u8]) -> bool {
+    !text.is_empty()
+        && text.len() <= 2
+        && text.iter().all(u8::is_ascii_digit)
+        && String::from_utf8_lossy(text)
+            .parse::<u8>()
+            .is_ok_and(|n| n <= 31)
+}
+
+fn signal_name(text: &[u8]) -> bool {
+    SIGNALS.iter().any(|s| s.as_bytes() == text)
+}
+
+fn show(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).into_owned()
+}
+
+fn literal_starts_dash(word: &Word) -> bool {
+    word.literal && word.text.first() == Some(&b'-')
+}
+
+fn exit_code(args: &[Word]) -> R<()> {
+    match args {
+        [] => Ok(()),
+        [code] if !code.literal => Ok(()),
+        [code] => {
+            let ok = !code.text.is_empty()
+                && code.text.len() <= 3
+                && code.text.iter().all(u8::is_ascii_digit)
+                && show(&code.text).parse::<u16>().is_ok_and(|n| n <= 255);
+            if ok {
+                Ok(())
+            } else {
+                no("an exit status outside 0-255")
+            }
+        }
+        _ => no("exit with several arguments"),
+    }
+}
+
+/// Checks one simple command's name and arguments.
+pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> R<Kind> {
+    let regular = Ok(Kind::Regular);
+    let special = Ok(Kind::Special);
+    match name {
+        b"true" | b"false" => regular,
+        b":" => special,
+        b"echo" => {
+            if args.first().is_some_and(literal_starts_dash) {
+                return no("echo options");
+            }
+            // A glob or `~` expands to names that may hold a backslash or start with `-e`.
+            if args
+                .iter()
+                .any(|a| !a.literal || a.glob || a.text.first() == Some(&b'~'))
+            {
+                return no("echo with an expansion (printf is portable)");
+            }
+            if args.iter().any(|a| a.text.contains(&b'\\')) {
+                return no("echo with a backslash");
+            }
+            regular
+        }
+        b"printf" => {
+            let Some(format) = args.first() else {
+                return no("printf without a format");
+            };
+            if !format.literal || format.glob {
+                return no("printf with a non-literal format");
+            }
+            if literal_starts_dash(format) {
+                return no("printf options");
+            }
+            let numeric = printf_format(&format.text)?;
+            printf_arguments(&numeric, &args[1..])?;
+            regular
+        }
+        b"cd" => {
+            parser.fallible = true;
+            match args {
+                [] => no("cd without a directory"),
+                // Several words: bash fails, dash and busybox take the first or swap.
+                [dir] if dir.glob || dir.unquoted_expansion => no("cd with an unquoted $ or glob"),
+                [dir] if !literal_starts_dash(dir) => regular,
+                _ => no("cd options"),
+            }
+        }
+        b"pwd" if args.is_empty() => regular,
+        b"pwd" => no("pwd options"),
+        b"exit" => exit_code(args).and(special),
+        b"return" => {
+            if parser.in_function == 0 {
+                return no("return outside a function");
+            }
+            exit_code(args).and(special)
+        }
+        b"break" | b"continue" => {
+            if parser.in_loop == 0 {
+                return no(format!("{} outside a loop", show(name)));
+            }
+            if !args.is_empty() {
+                return no(format!("{} with a count", show(name)));
+            }
+            parser.loop_exits.push(parser.in_loop);
+            special
+        }
+        b"set" => set(parser, args).and(special),
+        b"export" | b"unset" => {
+            if args.is_empty() {
+                return no(format!("{} without names", show(name)));
+            }
+            for arg in args {
+                let var = match &arg.assign {
+                    Some(var) if name == b"export" => var.as_bytes(),
+                    _ if arg.literal && super::is_identifier(&arg.text) => &arg.text[..],
+                    _ => return no(format!("{} with this argument", show(name))),
+                };
+                check_assigned(var)?;
+            }
+            special
+        }
+        b"read" => {
+            let mut names = args;
+            if names.first().is_some_and(|a| a.is("-r")) {
+                names = &names[1..];
+            }
+            if names.is_empty() {
+                return no("read without a variable name");
+            }
+            for arg in names {
+                if literal_starts_dash(arg) {
+                    return no(format!("read {}", show(&arg.text)));
+                }
+                if !(arg.literal && super::is_identifier(&arg.text)) {
+                    return no("read into a computed name");
+                }
+                check_assigned(&arg.text)?;
+            }
+            regular
+        }
+        b"test" | b"[" => test(name, args).and(regular),
+        b"wait" => {
+            if args
+                .iter()
+                .any(|a| a.literal && matches!(a.text.first(), Some(b'-' | b'%')))
+            {
+                return no("wait options or job specs");
+            }
+            // bash warns about a pid that is not its child, sh says nothing; `$!` and
+            // variables are trusted to hold children, a literal pid never is one.
+            if args.iter().any(|a| a.literal) {
+                return no("wait for a literal pid");
+            }
+            regular
+        }
+        b"kill" => kill(args).and(regular),
+        b"trap" => trap(parser, args).and(special),
+        b"umask" => match args {
+            [mode]
+                if mode.literal
+                    && (3..=4).contains(&mode.text.len())
+                    && mode.text.iter().all(|c| (b'0'..=b'7').contains(c)) =>
+            {
+                regular
+            }
+            _ => no("umask without an octal mode"),
+        },
+        b"exec" => match args.first() {
+            None => special,
+            Some(program) if program.literal && !is_builtin(&program.text) => {
+                if literal_starts_dash(program) {
+                    return no("exec options");
+                }
+                special
+            }
+            Some(_) => no("exec of a builtin or an expansion"),
+        },
+        _ if is_builtin(name) => no(show(name)),
+        _ => {
+            // bash puts SHLVL and `_` in its children's environment, dash does not.
+            let program = name.rsplit(|&c| c == b'/').next().unwrap_or(name);
+            let runs_command = |a: &Word| {
+                !(a.literal && (a.text.first() == Some(&b'-') || a.text.contains(&b'=')))
+            };
+            let lists = match program {
+                b"env" => !args.iter().any(runs_command),
+                b"printenv" => args.is_empty(),
+                _ => false,
+            };
+            if lists {
+                return no("an env listing (bash adds SHLVL, _)");
+            }
+            Ok(Kind::External)
+        }
+    }
+}
+
+fn set(parser: &mut Parser, args: &[Word]) -> R<()> {
+    if args.is_empty() {
+        return no("set without arguments");
+    }
+    let mut i = 0;
+    while let Some(arg) = args.get(i) {
+        i += 1;
+        if arg.is("--") {
+            return Ok(());
+        }
+        if !arg.literal {
+            return no("set with an expansion before --");
+        }
+        let (minus, flags) = match arg.text.first() {
+            Some(b'-') => (true, &arg.text[1..]),
+            Some(b'+') => (false, &arg.text[1..]),
+            // `set a b`: new positional parameters, as after `--`.
+            _ => return Ok(()),
+        };
+        if flags.is_empty() {
+            return no("set - or set +");
+        }
+        for &flag in flags {
+            match flag {
+                b'e' => parser.errexit |= minus,
+                b'x' | b'v' | b'f' | b'C' | b'a' => {}
+                b'u' => return no("set -u (bash and sh exit with other codes)"),
+                b'o' => {
+                    let Some(option) = args.get(i) else {
+                        return no("set -o without a name");
+                    };
+                    i += 1;
+                    let name = set_option(option)?;
+                    parser.errexit |= minus && name == "errexit";
+                }
+                _ => return no(format!("set -{}", char::from(flag))),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `-o NAME` (of `set` or bash itself) that all three shells know alike.
+pub(super) fn set_option(option: &Word) -> R<&'static str> {
+    const ALLOWED: &[&str] = &[
+        "errexit",
+        "xtrace",
+        "verbose",
+        "noglob",
+        "noclobber",
+        "allexport",
+    ];
+    let text = show(&option.text);
+    if !option.literal {
+        return no("set -o with an expansion");
+    }
+    match ALLOWED.iter().find(|a| **a == text) {
+        Some(found) => Ok(found),
+        None if text == "nounset" => no("set -o nounset (bash and sh exit with other codes)"),
+        None => no(format!("set -o {text}")),
+    }
+}
+
+/// Checks the format; returns, per conversion, whether it is numeric.
+fn printf_format(format: &[u8]) -> R<Vec<bool>> {
+    let mut conversions = Vec::new();
+    let mut i = 0;
+    while i < format.len() {
+        match format[i] {
+            b'\\' => match format.get(i + 1) {
+                Some(b'n' | b't' | b'r' | b'\\') => i += 2,
+                _ => return no("printf escapes other than \\n \\t \\r \\\\"),
+            },
+            b'%' => {
+                i += 1;
+                if format.get(i) == Some(&b'%') {
+                    i += 1;
+                    continue;
+                }
+                while matches!(format.get(i), Some(b'-' | b'+' | b' ' | b'#' | b'0')) {
+                    i += 1;
+                }
+                while format.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+                if format.get(i) == Some(&b'.') {
+                    i += 1;
+                    while format.get(i).is_some_and(u8::is_ascii_digit) {
+                        i += 1;
+                    }
+                }
+                match format.get(i) {
+                    Some(b's' | b'c') => {
+                        conversions.push(false);
+                        i += 1;
+                    }
+                    Some(b'd' | b'i' | b'u' | b'o' | b'x' | b'X') => {
+                        conversions.push(true);
+                        i += 1;
+                    }
+                    Some(&c) => return no(format!("printf %{}", char::from(c))),
+                    None => return no("printf with a trailing %"),
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(conversions)
+}
+
+/// A numeric conversion fed a missing, empty or non-numeric argument prints 0 in bash
+/// and fails in busybox: every numeric slot needs an argument that is always an integer.
+fn printf_arguments(numeric: &[bool], args: &[Word]) -> R<()> {
+    if numeric.is_empty() || !numeric.contains(&true) {
+        return Ok(());
+    }
+    let rounds = args.len().div_ceil(numeric.len()).max(1);
+    for slot in 0..rounds * numeric.len() {
+        if numeric[slot % numeric.len()] && !args.get(slot).is_some_and(Word::integer) {
+            return no("printf %d of a maybe non-number");
+        }
+    }
+    Ok(())
+}
+
+fn test(name: &[u8], args: &[Word]) -> R<()> {
+    let mut args = args;
+    if name == b"[" {
+        match args.split_last() {
+            Some((last, rest)) if last.is("]") => args = rest,
+            _ => return no("[ without ]"),
+        }
+    }
+    if args.len() > 4 {
+        return no("test with more than 4 arguments");
+    }
+    // A glob can expand to any number of words, some looking like operators.
+    if args.iter().any(|a| a.glob) {
+        return no("a glob in test");
+    }
+    const UNARY: &[&str] = &[
+        "-b", "-c", "-d", "-e", "-f", "-h", "-L", "-n", "-p", "-r", "-s", "-S", "-t", "-w", "-x",
+        "-z",
+    ];
+    const BINARY: &[&str] = &["=", "!=", "-eq", "-ne", "-gt", "-ge", "-lt", "-le"];
+    for arg in args.iter().filter(|a| a.literal) {
+        let text = show(&arg.text);
+        let operator_like = text.starts_with('-') && text.len() == 2
+            || text.starts_with('-') && text[1..].chars().all(|c| c.is_ascii_lowercase())
+            || matches!(
+                text.as_str(),
+                "==" | "<" | ">" | "(" | ")" | "=~" | "-a" | "-o"
+            );
+        if operator_like && !UNARY.contains(&text.as_str()) && !BINARY.contains(&text.as_str()) {
+            return no(format!("test {text}"));
+        }
+    }
+    Ok(())
+}
+
+fn kill(args: &[Word]) -> R<()> {
+    let mut rest = args;
+    match rest.first() {
+        Some(flag) if flag.is("-s") => {
+            match rest.get(1) {
+                Some(sig) if sig.literal && signal_name(&sig.text) => {}
+                _ => return no("kill -s with this signal"),
+            }
+            rest = &rest[2..];
+        }
+        Some(flag) if literal_starts_dash(flag) => {
+            let sig = &flag.text[1..];
+            if !(signal_name(sig) || signal_number(sig)) {
+                return no(format!("kill {}", show(&flag.text)));
+            }
+            rest = &rest[1..];
+        }
+        _ => {}
+    }
+    if rest.is_empty() {
+        return no("kill without a process");
+    }
+    if rest
+        .iter()
+        .any(|a| a.literal && matches!(a.text.first(), Some(b'-' | b'%')))
+    {
+        return no("kill with job specs or options");
+    }
+    Ok(())
+}
+
+fn trap(parser: &mut Parser, args: &[Word]) -> R<()> {
+    let Some((action, signals)) = args.split_first() else {
+        return no("trap without arguments");
+    };
+    if signals.is_empty() {
+        return no("trap without a signal");
+    }
+    if !action.literal {
+        return no("a trap action with an expansion");
+    }
+    if action.text != b"-" && !action.text.is_empty() {
+        let outer = (parser.in_function, parser.in_loop);
+        parser.in_function = 0;
+        parser.in_loop = 0;
+        let checked = parser.nested(&action.text);
+        (parser.in_function, parser.in_loop) = outer;
+        checked?;
+    }
+    for signal in signals {
+        let text = &signal.text[..];
+        if !signal.literal {
+            return no("a trap signal from an expansion");
+        }
+        if text == b"EXIT" || text == b"0" {
+            return no("trap on EXIT (bash also runs it when killed)");
+        }
+        let allowed = [&b"HUP"[..], b"INT", b"QUIT", b"TERM", b"USR1", b"USR2"].contains(&text)
+            || [&b"1"[..], b"2", b"3", b"15"].contains(&text);
+        if !allowed {
+            return no(format!("trap on {}", show(text)));
+        }
+    }
+    Ok(())
+}

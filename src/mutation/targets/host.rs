@@ -1,0 +1,269 @@
+//! Host paths: which directory on the node a container path is (SPEC §3).
+//!
+//! The host path of a target is the volume's `hostPath.path` + the mount's `subPath` + the
+//! target's suffix below its mount. A `subPathExpr` is a directory below the volume's that
+//! only the kubelet knows, so its host path is *open*: any directory below a known prefix
+//! (or the prefix itself, when the expression may expand to nothing). Every check treats an
+//! open path as every directory it may be: fail closed.
+
+use super::mounts::{
+    is_at_or_below, kubelet_mount_path, normalize, on_one_line, sub_path, Mount, SubPath,
+};
+use crate::mutation::hook::sidecar_targets;
+use serde_json::Value;
+
+/// A directory on the node, or the set of directories it may be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPath {
+    /// Normalized; the path itself when `open` is `None`, else an ancestor of it.
+    pub known: String,
+    pub open: Option<Open>,
+}
+
+/// How far below [`HostPath::known`] the real directory may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Open {
+    /// Strictly below it.
+    Below,
+    /// It, or anything below it.
+    AtOrBelow,
+}
+
+impl HostPath {
+    fn exact(known: String) -> HostPath {
+        HostPath { known, open: None }
+    }
+
+    /// Anywhere at all: what an unreadable host path may be.
+    fn anywhere() -> HostPath {
+        HostPath {
+            known: "/".to_owned(),
+            open: Some(Open::AtOrBelow),
+        }
+    }
+
+    /// Whether some directory this may be lies at or below `tree`, or contains it.
+    pub fn may_overlap(&self, tree: &str) -> bool {
+        // An open path may be `tree` itself whenever `tree` is below `known`.
+        on_one_line(&self.known, tree)
+    }
+
+    /// Whether some directory this may be is `entry` or contains it.
+    pub fn may_contain(&self, entry: &str) -> bool {
+        match self.open {
+            None | Some(Open::AtOrBelow) => is_at_or_below(entry, &self.known),
+            Some(Open::Below) => entry != self.known && is_at_or_below(entry, &self.known),
+        }
+    }
+
+    /// Whether every directory this may be lies at or below `prefix`.
+    pub fn surely_below(&self, prefix: &str) -> bool {
+        is_at_or_below(&self.known, prefix)
+    }
+
+    /// Whether some directory `other` may be lies at or below some directory this may be.
+    pub fn may_hold(&self, other: &HostPath) -> bool {
+        match (self.open, other.open) {
+            (None, None) => is_at_or_below(&other.known, &self.known),
+            // An open `other` may reach down to anything below an ancestor of ours.
+            (_, Some(_)) => on_one_line(&self.known, &other.known),
+            (Some(Open::Below), None) => {
+                other.known != self.known && is_at_or_below(&other.known, &self.known)
+            }
+            (Some(Open::AtOrBelow), None) => is_at_or_below(&other.known, &self.known),
+        }
+    }
+
+    /// This path, `suffix` (a normalized absolute container path below the mount) deeper.
+    pub fn join(&self, suffix: &str) -> HostPath {
+        if suffix == "/" || suffix.is_empty() {
+            return self.clone();
+        }
+        match self.open {
+            None => HostPath::exact(join(&self.known, suffix)),
+            // The suffix is at least one segment below the unknown part.
+            Some(_) => HostPath {
+                known: self.known.clone(),
+                open: Some(Open::Below),
+            },
+        }
+    }
+
+    /// For messages: `/data`, or `/data/*` when the directory below is unknown.
+    pub fn display(&self) -> String {
+        match self.open {
+            None => self.known.clone(),
+            Some(_) => join(&self.known, "/*"),
+        }
+    }
+}
+
+fn join(base: &str, suffix: &str) -> String {
+    if base == "/" {
+        suffix.to_owned()
+    } else {
+        format!("{base}{suffix}")
+    }
+}
+
+/// The pod volume called `name`.
+pub fn volume<'a>(spec: &'a Value, name: &str) -> Option<&'a Value> {
+    spec.get("volumes")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(name))
+}
+
+/// The `hostPath.path` of a hostPath volume, normalized; `Some(anywhere)` when it cannot
+/// be read (relative, `..`, not a string); `None` for other volume types.
+pub fn volume_host_path(volume: &Value) -> Option<HostPath> {
+    let host_path = volume.get("hostPath").filter(|h| !h.is_null())?;
+    Some(
+        host_path
+            .get("path")
+            .and_then(Value::as_str)
+            .and_then(normalize)
+            .map_or_else(HostPath::anywhere, HostPath::exact),
+    )
+}
+
+/// The host directory a mount shows, when its volume is a hostPath; `Err` with the bad
+/// sub path when it cannot be known.
+pub fn mount_host_path(spec: &Value, mount: &Mount) -> Option<Result<HostPath, String>> {
+    let base = volume_host_path(volume(spec, mount.volume)?)?;
+    Some(with_sub_path(base, &mount.sub_path))
+}
+
+fn with_sub_path(base: HostPath, sub_path: &SubPath) -> Result<HostPath, String> {
+    match sub_path {
+        SubPath::Whole => Ok(base),
+        SubPath::Fixed(path) => Ok(base.join(&format!("/{path}"))),
+        SubPath::Expr { non_empty, .. } => Ok(HostPath {
+            open: Some(match (base.open, non_empty) {
+                (Some(Open::AtOrBelow), _) | (None, false) => Open::AtOrBelow,
+                _ => Open::Below,
+            }),
+            known: base.known,
+        }),
+        SubPath::Invalid(text) => Err(text.clone()),
+    }
+}
+
+/// Where one hostPath volume is seen: through a mount (volume + sub path), or declared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub volume: String,
+    pub sub_path: SubPath,
+    pub host: HostPath,
+    /// The container path, for messages; `None` for the volume as declared.
+    pub mount_path: Option<String>,
+}
+
+/// Every place a hostPath volume of the pod shows a host directory: each volume as
+/// declared in `spec.volumes` (mounted or not), and each mount of one in any container
+/// (init, app, ephemeral). A mount we cannot read shows its volume's whole tree.
+pub fn pod_views(spec: &Value) -> Vec<View> {
+    let mut views = Vec::new();
+    for volume in spec
+        .get("volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(host) = volume_host_path(volume) {
+            let name = volume.get("name").and_then(Value::as_str).unwrap_or("");
+            views.push(View {
+                volume: name.to_owned(),
+                sub_path: SubPath::Whole,
+                host,
+                mount_path: None,
+            });
+        }
+    }
+    for field in ["initContainers", "containers", "ephemeralContainers"] {
+        let containers = spec.get(field).and_then(Value::as_array);
+        for container in containers
+            .into_iter()
+            .flatten()
+            .filter(|c| !is_our_sidecar(c))
+        {
+            let list = container.get("volumeMounts").and_then(Value::as_array);
+            for raw in list.into_iter().flatten() {
+                if let Some(view) = mount_view(spec, raw, container) {
+                    views.push(view);
+                }
+            }
+        }
+    }
+    views
+}
+
+/// Our own cleanup sidecar copies the targets' mounts and is rebuilt from the decision on
+/// every pass; counting its copies would refuse the targets they copy on the next pass.
+/// Its merged mount list is checked on its own (the sidecar calls `check_target`).
+fn is_our_sidecar(container: &Value) -> bool {
+    let argv: Option<Vec<String>> = container
+        .get("command")
+        .and_then(Value::as_array)
+        .and_then(|argv| argv.iter().map(|a| a.as_str().map(str::to_owned)).collect());
+    argv.is_some_and(|argv| sidecar_targets(&argv).is_some())
+}
+
+fn mount_view(spec: &Value, raw: &Value, container: &Value) -> Option<View> {
+    let name = raw.get("name").and_then(Value::as_str)?;
+    let base = volume_host_path(volume(spec, name)?)?;
+    let sub_path = sub_path(raw, container);
+    // An invalid sub path may be joined in ways we cannot predict (`x/../..` is above the
+    // volume): it may show any directory of the node.
+    let host = with_sub_path(base, &sub_path).unwrap_or_else(|_| HostPath::anywhere());
+    let mount_path = raw
+        .get("mountPath")
+        .and_then(Value::as_str)
+        .and_then(kubelet_mount_path);
+    Some(View {
+        volume: name.to_owned(),
+        sub_path,
+        host,
+        mount_path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exact(path: &str) -> HostPath {
+        HostPath::exact(path.to_owned())
+    }
+
+    fn open(path: &str, open: Open) -> HostPath {
+        HostPath {
+            known: path.to_owned(),
+            open: Some(open),
+        }
+    }
+
+    #[test]
+    fn open_paths_are_every_directory_they_may_be() {
+        let below = open("/data", Open::Below);
+        assert!(below.may_overlap("/data/keep") && below.may_overlap("/"));
+        assert!(below.may_contain("/data/keep") && !below.may_contain("/data"));
+        assert!(open("/data", Open::AtOrBelow).may_contain("/data"));
+        assert!(!below.may_contain("/other"));
+        assert!(below.may_hold(&exact("/data/x")) && !below.may_hold(&exact("/data")));
+        assert!(exact("/data/x").may_hold(&open("/data", Open::Below)));
+        assert!(!exact("/data/x").may_hold(&exact("/data")));
+        assert!(below.surely_below("/data") && !below.surely_below("/data/x"));
+    }
+
+    #[test]
+    fn joins() {
+        assert_eq!(exact("/").join("/x"), exact("/x"));
+        assert_eq!(exact("/mnt").join("/x/y"), exact("/mnt/x/y"));
+        assert_eq!(
+            open("/mnt", Open::AtOrBelow).join("/x"),
+            open("/mnt", Open::Below)
+        );
+        assert_eq!(open("/mnt", Open::Below).display(), "/mnt/*");
+    }
+}

@@ -1,0 +1,79 @@
+//! What the user reads when a target is refused: the denial of an explicit path (the
+//! annotation, the value, the path, the reason and what is accepted) and one short
+//! warning per `auto` candidate skipped.
+
+use super::{AutoTargets, PathRefusal};
+use crate::mutation::settings::{BadAnnotation, CLEANUP};
+
+/// The denial for an explicit path: which path, in which container, why, and what is
+/// accepted.
+pub(crate) fn explicit_refusal(
+    paths: &[String],
+    path: &str,
+    container: &str,
+    refusal: &PathRefusal,
+) -> BadAnnotation {
+    let place = if container.is_empty() || refusal.is_not_ours() {
+        String::new()
+    } else {
+        format!(" in container {container:?}")
+    };
+    let accepted = match refusal {
+        PathRefusal::NotMounted | PathRefusal::ReadOnly(_) | PathRefusal::Nested(_) => {
+            "give paths inside the container's own writable mounts, with no other mount inside"
+        }
+        PathRefusal::AmbiguousVolume(_) => "declare each volume once in spec.volumes",
+        PathRefusal::BadMountPath(_) | PathRefusal::Duplicate(_) => {
+            "give each volumeMount its own mountPath without .., or pick containers with prestop-injector.io/containers"
+        }
+        PathRefusal::BadSubPath { .. } => "use a relative subPath without ..",
+        PathRefusal::Protected { .. } | PathRefusal::NotAllowed { .. } => {
+            "give paths on host directories that are scratch space, not system or protected data"
+        }
+        PathRefusal::HostOverlap { .. } => {
+            "give paths whose host directory holds no other volume of the pod"
+        }
+    };
+    BadAnnotation::new(
+        CLEANUP,
+        &paths.join(","),
+        format!("{path}{place} {}; {accepted}", refusal.reason()),
+    )
+}
+
+/// One warning per `auto` candidate refused, or one for a container whose mounts cannot
+/// all be read (it gets no cleanup at all).
+pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String> {
+    if let Some(bad) = &found.unreadable {
+        return vec![fit(format!(
+            "container {container:?} not cleaned: mountPath {} cannot be normalized",
+            bad.mount_path
+        ))];
+    }
+    found
+        .skipped
+        .iter()
+        .map(|(target, refusal)| {
+            fit(match refusal {
+                PathRefusal::Nested(nested) => format!(
+                    "container {container:?}: {target} not cleaned: {nested} is mounted inside it"
+                ),
+                other => format!(
+                    "container {container:?}: {target} not cleaned: it {}",
+                    other.reason()
+                ),
+            })
+        })
+        .collect()
+}
+
+/// SPEC §8: a warning is at most 120 characters; long names and paths are cut.
+fn fit(warning: String) -> String {
+    const MAX: usize = 120;
+    if warning.chars().count() <= MAX {
+        return warning;
+    }
+    let mut cut: String = warning.chars().take(MAX - 1).collect();
+    cut.push('…');
+    cut
+}

@@ -1,0 +1,299 @@
+//! SPEC §3: which directories a container's cleanup may delete the contents of.
+//!
+//! Everything here reads the pod spec only and is pure. A target is a container path at or
+//! below one of the cleaning container's own writable mounts, never `/`, and is refused
+//! (fail closed) when
+//! - a mount path of that container cannot be read as the kubelet reads it ([`mounts`]),
+//! - another mount of that container is at or below it, or shares its mount's path,
+//! - its host path cannot be known, is inside a protected tree or contains a protected
+//!   entry, or lies outside `allowedHostPathPrefixes` ([`protection`]),
+//! - another view of a hostPath volume of the pod (any container, or just declared) has a
+//!   host path at or below it ([`host`]).
+//!
+//! [`check_target`] is the one rule; [`auto_targets`] and [`check_explicit`] apply it to a
+//! container, and the sidecar applies it to its own merged mount list.
+
+mod host;
+pub(crate) mod messages;
+mod mounts;
+mod protection;
+
+pub use host::{mount_host_path, pod_views, volume, HostPath, Open, View};
+pub use mounts::{
+    container_mounts, is_at_or_below, kubelet_mount_path, mount_of, mounts, normalize, on_one_line,
+    BadMount, Mount, SubPath,
+};
+pub use protection::{is_protected_host_path, protected_entry, PROTECTED_EXACT, PROTECTED_TREES};
+
+use crate::config::Config;
+use serde_json::Value;
+
+/// Why a path cannot be cleaned. Each variant's text is what the user reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathRefusal {
+    /// No mount of the container covers the path.
+    NotMounted,
+    /// The deepest mount covering the path is read-only.
+    ReadOnly(String),
+    /// A mount path of the container cannot be read as the kubelet reads it.
+    BadMountPath(String),
+    /// Two mounts of the container are at this (normalized) path.
+    Duplicate(String),
+    /// Another mount lies at or below the path.
+    Nested(String),
+    /// `spec.volumes` declares the mount's volume more than once: which one is meant is
+    /// a guess (the API server refuses this; the `mutate` CLI may not have asked it).
+    AmbiguousVolume(String),
+    /// The mount's subPath is absolute, has `..` or is not a string.
+    BadSubPath { mount: String, sub_path: String },
+    /// The host path is inside or contains a protected entry.
+    Protected { host_path: String, entry: String },
+    /// `allowedHostPathPrefixes` is set and the host path is under none of them.
+    NotAllowed { host_path: String },
+    /// Another hostPath view of the pod is at or below the host path.
+    HostOverlap {
+        host_path: String,
+        other: String,
+        volume: String,
+    },
+}
+
+impl PathRefusal {
+    /// Whether the container simply does not clean this path (another container may):
+    /// every other refusal is a safety rule and denies an explicit path.
+    pub fn is_not_ours(&self) -> bool {
+        matches!(self, PathRefusal::NotMounted | PathRefusal::ReadOnly(_))
+    }
+
+    /// The reason, as the end of a sentence starting with the path.
+    pub fn reason(&self) -> String {
+        match self {
+            PathRefusal::NotMounted => "is not at or below a writable volumeMount".to_owned(),
+            PathRefusal::ReadOnly(mount) => format!("is on the read-only mount {mount}"),
+            PathRefusal::BadMountPath(raw) => {
+                format!("cannot be checked: the mountPath {raw} cannot be normalized")
+            }
+            PathRefusal::Duplicate(path) => format!("is on {path}, where two volumes are mounted"),
+            PathRefusal::Nested(nested) => {
+                format!("has another volume mounted inside it at {nested}")
+            }
+            PathRefusal::AmbiguousVolume(name) => {
+                format!("is on volume {name:?}, which spec.volumes declares more than once")
+            }
+            PathRefusal::BadSubPath { mount, sub_path } => {
+                format!("is on {mount}, whose subPath {sub_path} is absolute or has ..")
+            }
+            PathRefusal::Protected { host_path, entry } if host_path == entry => {
+                format!("is the protected host directory {entry}")
+            }
+            PathRefusal::Protected { host_path, entry } if is_at_or_below(host_path, entry) => {
+                format!("is host path {host_path}, inside the protected host directory {entry}")
+            }
+            PathRefusal::Protected { host_path, entry } => {
+                format!(
+                    "is host path {host_path}, which holds the protected host directory {entry}"
+                )
+            }
+            PathRefusal::NotAllowed { host_path } => {
+                format!("is host path {host_path}, outside allowedHostPathPrefixes")
+            }
+            PathRefusal::HostOverlap {
+                host_path,
+                other,
+                volume,
+            } => format!("is host path {host_path}, and volume {volume:?} shows {other} inside it"),
+        }
+    }
+}
+
+/// The one rule: may `target` (a normalized container path) be emptied by a container
+/// whose volume mounts are `mounts`, in the pod `spec`? `mounts` must be every mount of
+/// the cleaning container — an app container's own ([`container_mounts`]) or the
+/// sidecar's merged list. Returns the host path when the target is on a hostPath volume.
+pub fn check_target(
+    spec: &Value,
+    mounts: &[Mount],
+    target: &str,
+    config: &Config,
+) -> Result<Option<HostPath>, PathRefusal> {
+    if target == "/" {
+        return Err(PathRefusal::Protected {
+            host_path: "/".to_owned(),
+            entry: "/".to_owned(),
+        });
+    }
+    let mount = mount_of(mounts, target).ok_or(PathRefusal::NotMounted)?;
+    // Before anything else: with two mounts at one path, which one is "the" mount of the
+    // target is a guess (the API server allows `/data` and `/data/`).
+    if mounts.iter().filter(|m| m.path == mount.path).count() > 1 {
+        return Err(PathRefusal::Duplicate(mount.path.clone()));
+    }
+    if !mount.writable {
+        return Err(PathRefusal::ReadOnly(mount.path.clone()));
+    }
+    if let Some(nested) = mounts
+        .iter()
+        .find(|m| m.path != mount.path && is_at_or_below(&m.path, target))
+    {
+        return Err(PathRefusal::Nested(nested.path.clone()));
+    }
+    let declared = spec.get("volumes").and_then(Value::as_array);
+    let same_name = |v: &&Value| v.get("name").and_then(Value::as_str) == Some(mount.volume);
+    if declared.is_some_and(|list| list.iter().filter(same_name).count() > 1) {
+        return Err(PathRefusal::AmbiguousVolume(mount.volume.to_owned()));
+    }
+    let Some(host) = mount_host_path(spec, mount) else {
+        return Ok(None);
+    };
+    let host = host
+        .map_err(|sub_path| PathRefusal::BadSubPath {
+            mount: mount.path.clone(),
+            sub_path,
+        })?
+        .join(&target[mount.path.len()..]);
+    if let Some(entry) = protected_entry(&host, config) {
+        return Err(PathRefusal::Protected {
+            host_path: host.display(),
+            entry,
+        });
+    }
+    if !protection::is_allowed(&host, config) {
+        return Err(PathRefusal::NotAllowed {
+            host_path: host.display(),
+        });
+    }
+    let own = (mount.volume, &mount.sub_path);
+    if let Some(view) = pod_views(spec)
+        .into_iter()
+        .filter(|view| (view.volume.as_str(), &view.sub_path) != own)
+        .find(|view| host.may_hold(&view.host))
+    {
+        return Err(PathRefusal::HostOverlap {
+            host_path: host.display(),
+            other: view.host.display(),
+            volume: view.volume,
+        });
+    }
+    Ok(Some(host))
+}
+
+/// What `auto` found in one container.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AutoTargets {
+    /// Mount paths of writable mounts of cleanable hostPath volumes.
+    pub targets: Vec<String>,
+    /// Candidates refused, with why: one warning each.
+    pub skipped: Vec<(String, PathRefusal)>,
+    /// The container's mounts cannot all be read: nothing in it is cleaned.
+    pub unreadable: Option<BadMount>,
+}
+
+/// `auto`: the container's writable mounts of hostPath directory volumes that pass
+/// [`check_target`].
+pub fn auto_targets(spec: &Value, container: &Value, config: &Config) -> AutoTargets {
+    let mut found = AutoTargets::default();
+    let mounts = match container_mounts(container) {
+        Ok(mounts) => mounts,
+        Err(bad) => {
+            // Only worth a warning when the container mounts a hostPath at all.
+            let raw = container.get("volumeMounts").and_then(Value::as_array);
+            let mounts_host_path = raw.into_iter().flatten().any(|m| {
+                m.get("name")
+                    .and_then(Value::as_str)
+                    .and_then(|name| volume(spec, name))
+                    .is_some_and(|v| v.get("hostPath").is_some())
+            });
+            if mounts_host_path {
+                found.unreadable = Some(bad);
+            }
+            return found;
+        }
+    };
+    for mount in mounts.iter().filter(|m| is_candidate(spec, m)) {
+        if found.targets.contains(&mount.path)
+            || found.skipped.iter().any(|(path, _)| path == &mount.path)
+        {
+            continue;
+        }
+        match check_target(spec, &mounts, &mount.path, config) {
+            Ok(_) => found.targets.push(mount.path.clone()),
+            Err(refusal) => found.skipped.push((mount.path.clone(), refusal)),
+        }
+    }
+    found
+}
+
+/// A writable mount of a hostPath volume of type `""`, `Directory` or `DirectoryOrCreate`.
+fn is_candidate(spec: &Value, mount: &Mount) -> bool {
+    let Some(host_path) = volume(spec, mount.volume).and_then(|v| v.get("hostPath")) else {
+        return false;
+    };
+    let kind = host_path.get("type").and_then(Value::as_str).unwrap_or("");
+    mount.writable && mount.path != "/" && matches!(kind, "" | "Directory" | "DirectoryOrCreate")
+}
+
+/// Checks an explicit, already syntax-checked path against one container's mounts.
+pub fn check_explicit(
+    spec: &Value,
+    container: &Value,
+    path: &str,
+    config: &Config,
+) -> Result<(), PathRefusal> {
+    // An unreadable mount may be the one that covers `path` (`data/../scratch`), so a
+    // container with one refuses every path.
+    let mounts =
+        container_mounts(container).map_err(|bad| PathRefusal::BadMountPath(bad.mount_path))?;
+    check_target(spec, &mounts, path, config).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// How the sidecar uses the rule: its merged list of the app containers' mounts.
+    #[test]
+    fn a_merged_mount_list_is_checked_as_one_container() {
+        let spec = json!({
+            "containers": [
+                {"name": "a", "volumeMounts": [{"name": "scratch", "mountPath": "/data"}]},
+                {"name": "b", "volumeMounts": [{"name": "db", "mountPath": "/data/keep"}]},
+            ],
+            "volumes": [
+                {"name": "scratch", "hostPath": {"path": "/mnt/scratch"}},
+                {"name": "db", "persistentVolumeClaim": {"claimName": "db"}},
+            ],
+        });
+        let config = Config::default();
+        let [a, b] = [&spec["containers"][0], &spec["containers"][1]];
+        let own = container_mounts(a).unwrap();
+        let host = check_target(&spec, &own, "/data", &config).unwrap();
+        assert_eq!(host.map(|h| h.known).as_deref(), Some("/mnt/scratch"));
+        let merged: Vec<Mount> = own
+            .into_iter()
+            .chain(container_mounts(b).unwrap())
+            .collect();
+        assert_eq!(
+            check_target(&spec, &merged, "/data", &config),
+            Err(PathRefusal::Nested("/data/keep".into()))
+        );
+    }
+
+    #[test]
+    fn refusals_in_order() {
+        let spec = json!({"volumes": [{"name": "h", "hostPath": {"path": "/mnt/h"}}, {"name": "e", "emptyDir": {}}]});
+        let container = json!({"volumeMounts": [
+            {"name": "h", "mountPath": "/h"},
+            {"name": "e", "mountPath": "/h/"},
+            {"name": "e", "mountPath": "/ro", "readOnly": true},
+            {"name": "h", "mountPath": "/sub", "subPath": "/abs"},
+        ]});
+        let mounts = container_mounts(&container).unwrap();
+        let check = |path: &str| check_target(&spec, &mounts, path, &Config::default());
+        assert_eq!(check("/nowhere"), Err(PathRefusal::NotMounted));
+        assert_eq!(check("/h/x"), Err(PathRefusal::Duplicate("/h".into())));
+        assert_eq!(check("/ro"), Err(PathRefusal::ReadOnly("/ro".into())));
+        assert!(matches!(check("/sub"), Err(PathRefusal::BadSubPath { .. })));
+        assert!(matches!(check("/"), Err(PathRefusal::Protected { .. })));
+    }
+}

@@ -1,0 +1,175 @@
+//! Host directories that are never cleaned, and the ones that may be (SPEC §3).
+//!
+//! A protected entry protects what is above it too: emptying `/data` empties
+//! `/data/keep`. So a host path is refused when it is inside a protected tree **or
+//! contains** a protected entry, built-in or from `protectedHostPaths`.
+
+use super::host::HostPath;
+use super::mounts::normalize;
+use crate::config::Config;
+
+/// Trees nothing below may be cleaned: the node's system, its runtimes and storage
+/// drivers, and host directories that are symlinks on common distros (`/var/lock` →
+/// `/run/lock`, `/var/roothome` and `/var/home` on Fedora CoreOS / RHCOS): cleaning
+/// through a symlink cleans its target.
+pub const PROTECTED_TREES: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/log",
+    "/var/run",
+    "/var/lock",
+    "/var/lib/kubelet",
+    "/var/lib/containerd",
+    "/var/lib/docker",
+    "/var/lib/containers",
+    "/var/lib/etcd",
+    "/var/lib/cni",
+    "/opt/cni",
+    "/var/lib/calico",
+    "/var/lib/rancher",
+    "/var/lib/k0s",
+    "/var/snap",
+    "/var/lib/kube-proxy",
+    "/var/lib/longhorn",
+    "/var/openebs",
+    "/var/lib/dpkg",
+    "/var/lib/apt",
+    "/var/lib/rpm",
+    "/var/lib/systemd",
+    "/var/roothome",
+    "/var/home",
+    "/home/kubernetes",
+];
+
+/// Directories that protect only themselves: their subdirectories (`/var/lib/myjob`,
+/// `/tmp/job`, `/mnt/scratch`) are where scratch space usually lives.
+pub const PROTECTED_EXACT: &[&str] = &[
+    "/", "/home", "/opt", "/srv", "/var", "/var/lib", "/tmp", "/var/tmp", "/mnt",
+];
+
+/// `/lib`, `/lib32`, `/lib64`, `/libx32`, …: SPEC's `/lib*` is a glob on the first
+/// segment, conservative on purpose (it also protects `/library`).
+fn is_lib_tree(path: &str) -> bool {
+    path.split('/')
+        .nth(1)
+        .is_some_and(|first| first.starts_with("lib"))
+}
+
+/// The protected entry a host path is inside of or contains; `None` when it may be cleaned.
+pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
+    if is_lib_tree(&host.known) {
+        let first = host.known.split('/').nth(1).unwrap_or_default();
+        return Some(format!("/{first}"));
+    }
+    // `/` contains every `/lib*`; an open path below `/` may be one.
+    if host.known == "/" {
+        return Some("/".to_owned());
+    }
+    let configured = config
+        .protected_host_paths
+        .iter()
+        .filter_map(|path| normalize(path));
+    let trees = PROTECTED_TREES
+        .iter()
+        .map(|tree| (*tree).to_owned())
+        .chain(configured);
+    for tree in trees {
+        if host.may_overlap(&tree) {
+            return Some(tree);
+        }
+    }
+    PROTECTED_EXACT
+        .iter()
+        .find(|entry| host.may_contain(entry))
+        .map(|entry| (*entry).to_owned())
+}
+
+/// With `allowedHostPathPrefixes` set, whether the host path lies under one of them.
+pub fn is_allowed(host: &HostPath, config: &Config) -> bool {
+    let allowed = &config.allowed_host_path_prefixes;
+    allowed.is_empty()
+        || allowed
+            .iter()
+            .filter_map(|prefix| normalize(prefix))
+            .any(|prefix| host.surely_below(&prefix))
+}
+
+/// Whether `path` is a (normalized) host path that must never be cleaned.
+pub fn is_protected_host_path(path: &str, config: &Config) -> bool {
+    normalize(path).is_none_or(|path| {
+        protected_entry(
+            &HostPath {
+                known: path,
+                open: None,
+            },
+            config,
+        )
+        .is_some()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_host_paths() {
+        let config = Config::default();
+        for path in [
+            "/",
+            "/etc",
+            "/etc/ssl",
+            "/lib",
+            "/lib64/x",
+            "/var",
+            "/var/lib",
+            "/var/lib/kubelet/pods/x",
+            "/var/log/a",
+            "/home",
+            "/proc/1",
+            "/run/k3s",
+            "/tmp",
+            "/var/tmp",
+            "/mnt",
+            "/var/lib/etcd/member",
+            "/var/lock",
+            "/home/kubernetes/bin",
+            "/opt/cni/bin",
+            "/var/lib/rancher",
+            // Above a protected tree: emptying it empties the tree.
+            "/opt",
+            "/home",
+            "/var/lib/../x",
+        ] {
+            assert!(is_protected_host_path(path, &config), "{path}");
+        }
+        for path in [
+            "/mnt/scratch",
+            "/var/lib/myjob",
+            "/home/user",
+            "/opt/x",
+            "/srv/data",
+            "/tmp/job",
+            "/var/tmp/x",
+            "/data",
+        ] {
+            assert!(!is_protected_host_path(path, &config), "{path}");
+        }
+        assert!(is_protected_host_path("/library", &config));
+        let config = Config {
+            protected_host_paths: vec!["/data/keep/".into()],
+            ..Config::default()
+        };
+        assert!(is_protected_host_path("/data/keep/x", &config));
+        assert!(is_protected_host_path("/data", &config));
+        assert!(!is_protected_host_path("/data/other", &config));
+    }
+}
