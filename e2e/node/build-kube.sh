@@ -41,14 +41,29 @@ fi
 
 SRC="$CACHE/src"
 if ! ls "$SRC"/kubernetes_*.orig.tar.* >/dev/null 2>&1; then
-  # e2e/setup.sh downloads the source package when it builds kube-apiserver; with a cached
-  # kube-apiserver but no tarball, fetch it the same way.
-  log "no source tarball in $SRC; asking e2e/setup.sh's deb-src entry for it"
-  [[ -f /etc/apt/sources.list.d/prestop-e2e-deb-src.sources ]] || {
-    log "no deb-src entry: run e2e/setup.sh with an empty cache first"; exit 1; }
-  apt-get update -qq
+  # e2e/setup.sh downloads the source package when it builds kube-apiserver and keeps the
+  # tarball; with a cached kube-apiserver but no tarball, fetch it the same way (a deb-src
+  # entry for this download only).
+  DEBSRC=/etc/apt/sources.list.d/prestop-e2e-node-deb-src.sources
+  log "downloading the kubernetes source package"
+  cat >"$DEBSRC" <<'SOURCES'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
   mkdir -p "$SRC"
-  (cd "$SRC" && apt-get source --download-only -qq kubernetes >&2)
+  apt-get update -qq && (cd "$SRC" && apt-get source --download-only -qq kubernetes >&2)
+  rc=$?
+  rm -f "$DEBSRC"
+  ((rc == 0)) || { log "downloading the source package failed"; exit 1; }
 fi
 
 WORK="$CACHE/node-build"
