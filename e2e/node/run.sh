@@ -215,8 +215,8 @@ wait_for 30 curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" || {
 }
 apply_webhook_configs() {
   "$BIN" webhook-config --ca-file "$WORK/webhook/ca.crt" --mode cluster-wide \
-    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" |
-    k apply -f - >/dev/null
+    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" \
+    2>>"$WORK/webhook-config.err" | k apply -f - >/dev/null
 }
 k create namespace "$NS" >/dev/null || exit 1
 
