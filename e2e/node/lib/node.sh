@@ -225,9 +225,10 @@ node_restore_sysctls() {
   done
 }
 
-# The cgroup v1 hierarchies (and name=systemd) mounted under /sys/fs/cgroup.
+# The cgroup v1 hierarchies, name=systemd and, on a hybrid layout, the unified (v2) one,
+# where runc and the kubelet create our cgroup root's path as well.
 node_cgroup_mounts() {
-  awk '$3 == "cgroup" { print $2 }' /proc/self/mounts
+  awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/self/mounts
 }
 
 node_make_cgroup_root() {
