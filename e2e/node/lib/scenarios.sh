@@ -1,0 +1,281 @@
+# The node scenarios (issue #13), sourced by e2e/node/run.sh after the node is Ready.
+# Each asserts on files on the node ($HOST, the hostPath directories) and on kubectl's
+# output. Uses run.sh's machinery: kc/expect/has/jqt/scenario/skip, k, wait_for, $NS.
+
+# The examples, adapted to a node without a registry: local images, IfNotPresent, and
+# the hostPath under this run's temporary root.
+seed_job() { # host directory
+  sed -e 's|imagePullPolicy: Always|imagePullPolicy: IfNotPresent|' \
+    -e "s|path: /test-package/.*|path: $1|" examples/job-worker.yaml
+}
+
+pods_of() { # selector -> the pods' JSON list
+  k get pods -l "$1" -o json 2>/dev/null
+}
+pod_running() { # selector
+  pods_of "$1" | jq -e '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)] | length > 0' >/dev/null
+}
+no_pods() { # selector
+  pods_of "$1" | jq -e '.items | length == 0' >/dev/null
+}
+has_file() { [[ -f "$1" ]]; }
+dir_empty() { [[ -d "$1" && -z "$(ls -A "$1")" ]]; }
+# The kubelet's events for pods matching a name prefix, as "reason: message" lines.
+events_for() { # pod-name-prefix
+  k get events -o json 2>/dev/null |
+    jq -r --arg p "$1" '.items[] | select(.involvedObject.name | startswith($p)) | "\(.reason): \(.message)"'
+}
+
+# --- the seed Job ----------------------------------------------------------------------
+seed_without_webhook() {
+  local dir="$HOST/seed-plain/package"
+  kc create -f - <<<"$(seed_job "$dir")"
+  expect "create succeeds (no webhook yet)" test "$STATUS" -eq 0
+  start_error() {
+    pods_of job-name=job-worker | jq -e '[.items[].status.containerStatuses[]?.state.terminated.reason] | index("StartError") != null' >/dev/null
+  }
+  expect "the container fails to start (StartError) within 60 s" wait_for 60 start_error
+  kc get pods -l job-name=job-worker -o json
+  expect "the runtime says bash is not in the image" \
+    jqt "$OUT" '[.items[].status.containerStatuses[]?.state.terminated.message // ""] | map(test("\"bash\": executable file not found")) | any'
+  kc get job job-worker -o json
+  expect "the stored Job has no injected hook" jqt "$OUT" '.spec.template.metadata.annotations == null'
+  expect "the host directory was created by the kubelet" test -d "$dir"
+  expect "and nothing was written to it" dir_empty "$dir"
+  kc delete job job-worker --cascade=background --wait=false
+  expect "the Job deletes" test "$STATUS" -eq 0
+  # Not waited for: the 1.20 kubelet can take minutes to confirm the deletion of a pod
+  # whose container never started. Later scenarios select pods by their Job's uid.
+}
+
+seed_with_webhook() {
+  local dir="$HOST/seed/package"
+  apply_webhook_configs || { FAILS+=("the webhook configurations apply"); return; }
+  kc create -o json -f - <<<"$(seed_job "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "with the webhook's warnings" has "$ERR" 'has no bash; command now runs /bin/sh'
+  local pods="controller-uid=$(jq -r .metadata.uid <<<"$OUT")"
+  expect "the pod runs within 60 s" wait_for 60 pod_running "$pods"
+  expect "its file appears on the node within 30 s" wait_for 30 has_file "$dir/test.txt"
+  expect "with the container's content" test "$(cat "$dir/test.txt" 2>/dev/null)" = "Hello job-worker"
+  local t0=$(date +%s)
+  kc delete job job-worker --cascade=background --wait=false
+  expect "kubectl delete job --cascade=background succeeds" test "$STATUS" -eq 0
+  expect "kubectl says so" has "$OUT" 'job.batch "job-worker" deleted'
+  expect "the preStop empties the host directory within 30 s" wait_for 30 dir_empty "$dir"
+  local emptied=$(($(date +%s) - t0))
+  # The seed's shell is the container's pid 1 and ignores SIGTERM: killed at the grace.
+  expect "the pod goes away within 90 s" wait_for 90 no_pods "$pods"
+  expect "the host directory itself stays" test -d "$dir"
+  expect "no FailedPreStopHook event" lacks "$(events_for job-worker)" 'FailedPreStopHook'
+  log "seed Job: host directory emptied $emptied s after the delete"
+}
+
+# --- seed 004: a 70 s hook of the user's own ---------------------------------------------
+sleep70_deployment() { # host directory
+  # The example's nginx image is not here: a local image with bash, a container command
+  # that writes a file and waits, one replica, and a hostPath for the cleanup to empty.
+  yq -y --arg dir "$1" '
+    .metadata.annotations["prestop-injector.io/cleanup"] = "auto"
+    | .spec.replicas = 1
+    | .spec.template.spec.containers[0] |= (
+        .image = "localhost/prestop-e2e/bash:1" | .imagePullPolicy = "IfNotPresent"
+        | .command = ["/bin/bash", "-c", "trap \"exit 0\" TERM; echo up > /test-package/alive; sleep 100000 & wait"]
+        | .volumeMounts = [{name: "package", mountPath: "/test-package"}])
+    | .spec.template.spec.volumes = [{name: "package", hostPath: {path: $dir, type: "DirectoryOrCreate"}}]
+  ' examples/deployment-sleep70.yaml
+}
+
+deployment_hook_outlives_30s() {
+  local dir="$HOST/sleep70"
+  kc create -f - <<<"$(sleep70_deployment "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  kc get deployment web-sleep70 -o json
+  expect "grace raised to >= 80 s" jqt "$OUT" '.spec.template.spec.terminationGracePeriodSeconds >= 80'
+  expect "the pod runs within 60 s" wait_for 60 pod_running app=web-sleep70
+  expect "its file appears on the node" wait_for 30 has_file "$dir/alive"
+  local t0=$(date +%s)
+  kc delete deployment web-sleep70 --cascade=background --wait=false
+  expect "delete succeeds" test "$STATUS" -eq 0
+  # Past the 30 s default grace: the pod is still terminating, its container still runs
+  # (the hook's sleep 70), and the cleanup has not run yet.
+  sleep_until() { while (($(date +%s) < $1)); do sleep 1; done; }
+  sleep_until $((t0 + 35))
+  kc get pods -l app=web-sleep70 -o json
+  expect "35 s after the delete the pod is still there, terminating" \
+    jqt "$OUT" '[.items[] | select(.metadata.deletionTimestamp != null)] | length == 1'
+  expect "and its container still runs" \
+    jqt "$OUT" '[.items[].status.containerStatuses[]? | select(.state.running != null)] | length == 1'
+  expect "the file is still on the node (the hook is in its sleep 70)" has_file "$dir/alive"
+  expect "after the 70 s sleep the hook's cleanup empties the directory (by 100 s)" \
+    wait_for $((t0 + 100 - $(date +%s))) dir_empty "$dir"
+  local emptied=$(($(date +%s) - t0))
+  expect "not before the user's 70 s (emptied after $emptied s)" test "$emptied" -ge 70
+  # The container stops right after the hook (~72 s, kubelet log), but since the pod has
+  # the program's emptyDir the 1.20 kubelet confirms the deletion only around the grace's
+  # end (110 s) plus its status-sync delay: seen 126-127 s.
+  expect "the pod goes away by the grace's end" wait_for $((t0 + 150 - $(date +%s))) no_pods app=web-sleep70
+  log "sleep 70: host directory emptied $emptied s, pod gone $(($(date +%s) - t0)) s after the delete"
+}
+
+# --- a Job that finishes: exec mode cannot clean it ------------------------------------
+finished_job() { # name host-dir
+  cat <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "echo done > /test-package/result"]
+        volumeMounts: [{name: scratch, mountPath: /test-package}]
+      volumes:
+      - name: scratch
+        hostPath: {path: $2, type: DirectoryOrCreate}
+EOF
+}
+
+finished_job_keeps_files() {
+  local dir="$HOST/finished"
+  kc create -f - <<<"$(finished_job finishes "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  job_complete() { k get job finishes -o json | jq -e '.status.succeeded == 1' >/dev/null; }
+  expect "the Job completes within 60 s" wait_for 60 job_complete
+  kc get job finishes -o json
+  expect "the hook was injected" jqt "$OUT" '.spec.template.spec.containers[0].lifecycle.preStop.exec != null'
+  expect "its file is on the node" has_file "$dir/result"
+  kc delete job finishes --cascade=background --wait=false
+  expect "the completed pod goes away" wait_for 60 no_pods job-name=finishes
+  # preStop runs only for a container that is stopped by the kubelet; this one exited.
+  expect "the file stays: no preStop for a container that exited on its own" has_file "$dir/result"
+}
+
+# --- issue 10's cleaner program on the real runtime --------------------------------------
+cleaner_pod() { # host-dir results-dir
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cleaner-user
+  annotations: {prestop-injector.io/cleanup: /test-package}
+spec:
+  securityContext: {runAsUser: 1000, runAsGroup: 1000}
+  containers:
+  - name: app
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command:
+    - sh
+    - -c
+    - |
+      id -u > /results/uid
+      if [ -x /.prestop-injector/prestop-clean ]; then echo yes > /results/found; fi
+      if touch /.prestop-injector/probe 2>/dev/null; then echo writable > /results/ro; else echo read-only > /results/ro; fi
+      echo mine > /test-package/mine
+      mkdir -p /test-package/sub && echo nested > /test-package/sub/file
+      trap "exit 0" TERM
+      sleep 100000 & wait
+    volumeMounts:
+    - {name: scratch, mountPath: /test-package}
+    - {name: results, mountPath: /results}
+  volumes:
+  - {name: scratch, hostPath: {path: $1, type: Directory}}
+  - {name: results, hostPath: {path: $2, type: Directory}}
+EOF
+}
+
+cleaner_on_runtime() {
+  local dir="$HOST/cleaner/package" res="$HOST/cleaner/results" canary="$HOST/cleaner/canary"
+  local bound="$HOST/cleaner/bound"
+  mkdir -p "$dir" "$res" "$canary" "$bound"
+  # What the container's user could delete if the cleaner followed it: owned by 1000.
+  echo keep >"$canary/keep"
+  echo keep >"$bound/keep"
+  chown -R 1000:1000 "$dir" "$res" "$canary" "$bound"
+  ln -s "$canary" "$dir/link"
+  mkdir "$dir/mnt" && chown 1000:1000 "$dir/mnt"
+  mount --bind "$bound" "$dir/mnt" || FAILS+=("the bind mount is planted")
+  # What only root could delete: proves the hook runs as the container's user.
+  mkdir "$dir/rootonly" && echo root >"$dir/rootonly/keep"
+
+  kc create -o json -f - <<<"$(cleaner_pod "$dir" "$res")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "an init container from cleaner.image comes first" \
+    jqt "$OUT" '.spec.initContainers[0].image == "localhost/prestop-e2e/cleaner:dev"'
+  expect "the app mounts the program's volume read-only" \
+    jqt "$OUT" '[.spec.containers[0].volumeMounts[] | select(.mountPath == "/.prestop-injector") | .readOnly] == [true]'
+  expect "the hook is the program" \
+    jqt "$OUT" '.spec.containers[0].lifecycle.preStop.exec.command[0] == "/.prestop-injector/prestop-clean"'
+  cleaner_running() { k get pod cleaner-user -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "the pod runs within 60 s (the init container installed the program)" wait_for 60 cleaner_running
+  expect "its files appear on the node" wait_for 30 has_file "$dir/sub/file"
+  expect "the program is found in the container" test "$(cat "$res/found" 2>/dev/null)" = yes
+  expect "and its volume is read-only there" test "$(cat "$res/ro" 2>/dev/null)" = read-only
+  expect "the container runs as uid 1000" test "$(cat "$res/uid" 2>/dev/null)" = 1000
+
+  kc delete pod cleaner-user --wait=false
+  expect "the container's files go within 30 s" wait_for 30 eval '! test -e "$dir/mine" && ! test -e "$dir/sub"'
+  expect "the pod goes away" wait_for 60 eval '! k get pod cleaner-user'
+  expect "the canary behind the symlink is untouched" has_file "$canary/keep"
+  expect "the bind-mounted directory's file is untouched" has_file "$bound/keep"
+  expect "the mount is still there" mountpoint -q "$dir/mnt"
+  expect "a root-only file survives (the hook ran as uid 1000, not root)" has_file "$dir/rootonly/keep"
+  expect "the kubelet recorded the hook's non-zero exit (things survived)" \
+    has "$(events_for cleaner-user)" 'FailedPreStopHook'
+  umount "$dir/mnt" || umount -l "$dir/mnt"
+}
+
+shellless_pod() { # host-dir
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: no-shell
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  containers:
+  - name: app
+    image: localhost/prestop-e2e/static-writer:1
+    imagePullPolicy: IfNotPresent
+    volumeMounts: [{name: scratch, mountPath: /test-package}]
+  volumes:
+  - {name: scratch, hostPath: {path: $1, type: DirectoryOrCreate}}
+EOF
+}
+
+shellless_image() {
+  local dir="$HOST/no-shell"
+  kc create -o json -f - <<<"$(shellless_pod "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "the hook is the program, no shell" \
+    jqt "$OUT" '.spec.containers[0].lifecycle.preStop.exec.command[0] == "/.prestop-injector/prestop-clean"'
+  running() { k get pod no-shell -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "the pod runs within 60 s" wait_for 60 running
+  expect "its file appears on the node" wait_for 30 has_file "$dir/written"
+  kc delete pod no-shell --wait=false
+  expect "the hook empties the directory within 30 s" wait_for 30 dir_empty "$dir"
+  expect "the pod goes away" wait_for 60 eval '! k get pod no-shell'
+  expect "no FailedPreStopHook event" lacks "$(events_for no-shell)" 'FailedPreStopHook'
+}
+
+run_scenarios() {
+  scenario "seed Job without the webhook: the container cannot start (no bash in busybox)" seed_without_webhook
+  scenario "seed Job with the webhook: its file appears; delete --cascade=background empties the host dir, keeps the dir" seed_with_webhook
+  scenario "Deployment with a 70 s preStop: still running 35 s after the delete, cleaned after the 70 s" deployment_hook_outlives_30s
+  scenario "a Job that finishes keeps its files in exec mode (1.20 has no native sidecars to clean them)" finished_job_keeps_files
+  if [[ -n "$CLEANER_BIN" ]]; then
+    scenario "cleaner init container: program found, read-only mount, runs as the user, no symlink or mount crossed" cleaner_on_runtime
+    scenario "an image without a shell gets its cleanup" shellless_image
+  else
+    skip "cleaner init container on the real runtime" "the webhook has no cleaner.image yet (issue 10)"
+    skip "an image without a shell gets its cleanup" "needs the cleaner program (issue 10)"
+  fi
+}

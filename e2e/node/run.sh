@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# End-to-end tests on a real node (issue #13): etcd, the suite's kube-apiserver v1.20.2
+# (e2e/setup.sh), the webhook, then containerd + runc, kubelet, kube-controller-manager
+# and kube-scheduler v1.20.2 on this machine, so the injected preStop hooks actually run.
+# Scenarios assert on files on the node (hostPath directories under a temporary root) and
+# on kubectl's output; the run ends with `N passed, M failed` and exits non-zero on any
+# failure, including a teardown that left a process, mount, bridge, cgroup or sysctl
+# change behind (lib/node.sh: node_teardown_check).
+#
+#   bash e2e/node/run.sh              # builds what is missing (setup.sh), then runs
+#
+# PRESTOP_E2E_KEEP=1 keeps the work directory (configs, logs) for a look after;
+# PRESTOP_E2E_NODE_STRACE=1 runs every node daemon under `strace -f -e trace=connect` and
+# checks that each one connected only to 127.0.0.1, the pod bridge and unix sockets.
+set -uo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$ROOT"
+HERE="$ROOT/e2e/node"
+
+started=$(date +%s)
+KUBE_VERSION=1.20.2
+CACHE="${PRESTOP_E2E_CACHE:-/var/cache/prestop-e2e}"
+APISERVER=$(bash e2e/setup.sh) || { echo "e2e/node: e2e/setup.sh failed" >&2; exit 1; }
+bash "$HERE/setup.sh" || { echo "e2e/node: setup failed" >&2; exit 1; }
+# PRESTOP_E2E_BIN / PRESTOP_E2E_CLEANER_BIN: binaries built elsewhere (another branch).
+BIN=${PRESTOP_E2E_BIN:-}
+if [[ -z "$BIN" ]]; then
+  cargo build --locked --quiet --bin prestop-injector || { echo "e2e/node: cargo build failed" >&2; exit 1; }
+  BIN="$ROOT/target/debug/prestop-injector"
+fi
+# The cleaner program (issue 10) and its image, when the webhook knows `cleaner.image`.
+CLEANER_BIN=${PRESTOP_E2E_CLEANER_BIN:-}
+if [[ -z "$CLEANER_BIN" && -x scripts/build-cleaner.sh && -d cleaner ]] &&
+  grep -q 'struct CleanerConfig' src/config.rs 2>/dev/null; then
+  CLEANER_BIN=$(bash scripts/build-cleaner.sh --quiet | sed -n 's/: .* bytes, static$//p') &&
+    [[ -x "$CLEANER_BIN" ]] || { echo "e2e/node: building the cleaner failed" >&2; exit 1; }
+  [[ "$CLEANER_BIN" == /* ]] || CLEANER_BIN="$ROOT/$CLEANER_BIN"
+fi
+setup_seconds=$(($(date +%s) - started))
+
+WORK=$(mktemp -d /tmp/prestop-e2e-node.XXXXXX)
+NODE="$WORK/node"
+NODE_IMAGES="$WORK/images"
+# The node's hostPath directories, the canaries and bind mounts the scenarios plant.
+HOST=$(mktemp -d /tmp/prestop-e2e-node-host.XXXXXX)
+chmod 0755 "$HOST"
+NODE_EXTRA_MOUNT_ROOTS="$HOST"
+mkdir -p "$NODE" "$NODE_IMAGES"
+WEBHOOK_HOST=prestop-injector.prestop-system.svc
+HOSTS_MARK="# prestop-e2e-node $$"
+PIDS=()
+WEBHOOK_PID=
+NS=e2e-node
+NODE_NAMESPACE=$NS
+
+log() { echo "e2e/node: $*" >&2; }
+
+# shellcheck source=lib/node.sh
+source "$HERE/lib/node.sh"
+# shellcheck source=lib/images.sh
+source "$HERE/lib/images.sh"
+
+TEARDOWN_CHECKED=0
+cleanup() {
+  local pid m
+  node_stop
+  # A run that stopped early (a failed start, ^C) still checks what the node left.
+  if ((!TEARDOWN_CHECKED)) && ((${#NODE_SYSCTLS_SAVED[@]})); then
+    TEARDOWN_CHECKED=1
+    node_teardown_check >&2
+  fi
+  # Mounts a scenario planted (and did not get to remove).
+  for m in $(node_mounts_below "$HOST"); do umount "$m" 2>/dev/null || umount -l "$m"; done
+  [[ -n "$WEBHOOK_PID" ]] && kill "$WEBHOOK_PID" 2>/dev/null
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${PIDS[i]}
+    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  [[ -n "$WEBHOOK_PID" ]] && wait "$WEBHOOK_PID" 2>/dev/null
+  if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
+    grep -vF "$HOSTS_MARK" /etc/hosts >"$WORK/hosts" && cat "$WORK/hosts" >/etc/hosts
+  fi
+  if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
+    log "kept $WORK and $HOST"
+  else
+    rm -rf "$WORK" "$HOST"
+  fi
+}
+finish() {
+  local rc=$?
+  cleanup
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_for() { # seconds command...
+  local seconds=$1
+  shift
+  local deadline=$(($(date +%s) + seconds))
+  until "$@" >/dev/null 2>&1; do
+    (($(date +%s) < deadline)) || return 1
+    sleep 0.3
+  done
+}
+
+# --- certificates, etcd, kube-apiserver (as e2e/run.sh) --------------------------------
+PKI="$WORK/pki"
+mkdir -p "$PKI"
+sign() { # name subject extensions
+  openssl req -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.csr" -subj "$2" 2>/dev/null &&
+    openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+      -days 2 -out "$PKI/$1.crt" -extfile <(printf '%b' "$3") 2>/dev/null
+}
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 2 \
+  -subj "/CN=prestop-e2e-node-ca" 2>/dev/null || { log "openssl failed"; exit 1; }
+sign apiserver "/CN=kube-apiserver" \
+  'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' &&
+  sign admin "/O=system:masters/CN=e2e-admin" 'extendedKeyUsage=clientAuth\n' &&
+  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null &&
+  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null || { log "openssl failed"; exit 1; }
+"$BIN" certs --out "$WORK/webhook" --days 2 >/dev/null 2>&1 || exit 1
+
+ETCD_PORT=$(free_port)
+ETCD_PEER_PORT=$(free_port)
+API_PORT=$(free_port)
+WEBHOOK_PORT=$(free_port)
+PROBE_PORT=$(free_port)
+API_URL="https://127.0.0.1:$API_PORT"
+
+unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy
+export NO_PROXY="127.0.0.1,localhost,$WEBHOOK_HOST"
+
+etcd --name e2e --data-dir "$WORK/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT" >"$WORK/etcd.log" 2>&1 &
+PIDS+=($!)
+wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" || {
+  log "etcd did not start"
+  tail -20 "$WORK/etcd.log" >&2
+  exit 1
+}
+
+# As e2e/run.sh: no ServiceAccount admission (no tokens to mount), no endpoint reconciler.
+"$APISERVER" \
+  --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+  --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+  --client-ca-file "$PKI/ca.crt" \
+  --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc \
+  --authorization-mode RBAC \
+  --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+  --disable-admission-plugins ServiceAccount \
+  --endpoint-reconciler-type none \
+  --service-cluster-ip-range 10.96.0.0/16 \
+  --cert-dir "$WORK/apiserver-certs" \
+  >"$WORK/apiserver.log" 2>&1 &
+PIDS+=($!)
+
+export KUBECONFIG="$WORK/kubeconfig"
+cat >"$KUBECONFIG" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: $API_URL
+    certificate-authority: $PKI/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $PKI/admin.crt
+    client-key: $PKI/admin.key
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin, namespace: $NS}
+current-context: e2e
+EOF
+
+k() { kubectl --request-timeout=30s "$@"; }
+wait_for 90 k get --raw /readyz || {
+  log "kube-apiserver did not become ready"
+  tail -30 "$WORK/apiserver.log" >&2
+  exit 1
+}
+SERVER_VERSION=$(k version -o json 2>/dev/null | jq -r .serverVersion.gitVersion)
+
+# The webhook's Service name resolves to loopback, so TLS still verifies that name. Our
+# own line even when another run's is there: that run removes its line when it ends
+# (seen here: a concurrent e2e/run.sh did, and creates failed mid-run).
+echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
+
+# --- the webhook -----------------------------------------------------------------------
+CONFIG="$WORK/config.yaml"
+{
+  echo "orphanDelete: warn"
+  [[ -n "$CLEANER_BIN" ]] && echo "cleaner: {image: localhost/prestop-e2e/cleaner:dev}"
+} >"$CONFIG"
+"$BIN" serve --listen "127.0.0.1:$WEBHOOK_PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
+  --tls-cert "$WORK/webhook/tls.crt" --tls-key "$WORK/webhook/tls.key" --config "$CONFIG" \
+  --shutdown-delay 0s --drain-timeout 2s --log-level info,prestop_injector=debug \
+  >>"$WORK/webhook.log" 2>&1 &
+WEBHOOK_PID=$!
+wait_for 30 curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" || {
+  log "the webhook did not become ready"
+  tail -20 "$WORK/webhook.log" >&2
+  exit 1
+}
+apply_webhook_configs() {
+  "$BIN" webhook-config --ca-file "$WORK/webhook/ca.crt" --mode cluster-wide \
+    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" \
+    2>>"$WORK/webhook-config.err" | k apply -f - >/dev/null
+}
+k create namespace "$NS" >/dev/null || exit 1
+
+# --- the node --------------------------------------------------------------------------
+node_build_images || { log "building the images failed"; exit 1; }
+node_start || exit 1
+log "control plane and node up $(($(date +%s) - started)) s after start (setup: $setup_seconds s)"
+
+# --- scenario machinery (as e2e/run.sh) ------------------------------------------------
+PASSED=0
+FAILED=0
+FAILS=()
+OUT=
+ERR=
+STATUS=0
+kc() {
+  k "$@" >"$WORK/out" 2>"$WORK/err"
+  STATUS=$?
+  OUT=$(cat "$WORK/out")
+  ERR=$(cat "$WORK/err")
+}
+expect() {
+  local what=$1
+  shift
+  "$@" || FAILS+=("$what")
+}
+has() { [[ "$1" == *"$2"* ]]; }
+lacks() { [[ "$1" != *"$2"* ]]; }
+jqt() { jq -e "$2" >/dev/null 2>&1 <<<"$1"; }
+scenario() { # name function
+  FAILS=()
+  OUT= ERR= STATUS=0
+  local t0=$(date +%s)
+  "$2"
+  if ((${#FAILS[@]} == 0)); then
+    echo "ok - $1 ($(($(date +%s) - t0)) s)"
+    PASSED=$((PASSED + 1))
+  else
+    echo "FAIL - $1"
+    local failure
+    for failure in "${FAILS[@]}"; do echo "    expected: $failure"; done
+    echo "    last kubectl exit status: $STATUS"
+    echo "    last stdout: $(head -c 1500 <<<"$OUT")"
+    echo "    last stderr: $(head -c 1500 <<<"$ERR")"
+    FAILED=$((FAILED + 1))
+  fi
+}
+skip() { echo "skip - $1 ($2)"; }
+
+source "$HERE/lib/scenarios.sh"
+
+run_scenarios
+
+# --- teardown, checked -----------------------------------------------------------------
+node_stop
+TEARDOWN_CHECKED=1
+if node_teardown_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+if [[ "${PRESTOP_E2E_NODE_STRACE:-}" == 1 ]]; then
+  if node_strace_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+fi
+log "suite took $(($(date +%s) - started)) s (setup $setup_seconds s; kube-apiserver $SERVER_VERSION)"
+echo "$PASSED passed, $FAILED failed"
+((FAILED == 0))
