@@ -48,114 +48,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# Polls `$@` until it succeeds or `$1` seconds pass.
-wait_for() {
-  local seconds=$1
-  shift
-  local deadline=$(($(date +%s) + seconds))
-  until "$@" >/dev/null 2>&1; do
-    (($(date +%s) < deadline)) || return 1
-    sleep 0.2
-  done
-}
-
-# --- certificates (openssl) ------------------------------------------------------------
-PKI="$WORK/pki"
-mkdir -p "$PKI"
-sign() { # name subject extensions
-  openssl req -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.csr" -subj "$2" 2>/dev/null &&
-    openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
-      -days 2 -out "$PKI/$1.crt" -extfile <(printf '%b' "$3") 2>/dev/null
-}
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 2 \
-  -subj "/CN=prestop-e2e-ca" 2>/dev/null || { log "openssl failed"; exit 1; }
-sign apiserver "/CN=kube-apiserver" \
-  'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' &&
-  sign admin "/O=system:masters/CN=e2e-admin" 'extendedKeyUsage=clientAuth\n' &&
-  openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null &&
-  openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null || { log "openssl failed"; exit 1; }
-# The webhook's serving certificate, from our own `certs` (SANs: the Service's names).
-"$BIN" certs --out "$WORK/webhook" --days 2 >/dev/null 2>&1 || exit 1
-
-# --- etcd and kube-apiserver -----------------------------------------------------------
-ETCD_PORT=$(free_port)
-ETCD_PEER_PORT=$(free_port)
-API_PORT=$(free_port)
-WEBHOOK_PORT=$(free_port)
-PROBE_PORT=$(free_port)
-
-etcd --name e2e --data-dir "$WORK/etcd" \
-  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-  --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT" >"$WORK/etcd.log" 2>&1 &
-PIDS+=($!)
-
-# No proxy for anything here: the API server must call the webhook's name directly.
-unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy
-export NO_PROXY="127.0.0.1,localhost,$WEBHOOK_HOST"
-
-wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" || {
-  log "etcd did not start"
-  tail -20 "$WORK/etcd.log" >&2
-  exit 1
-}
-
-# ServiceAccount admission off (no controller-manager makes tokens); the endpoint
-# reconciler off (the `kubernetes` Endpoints object may not hold a loopback address).
-"$APISERVER" \
-  --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
-  --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-  --client-ca-file "$PKI/ca.crt" \
-  --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-  --service-account-issuer https://kubernetes.default.svc \
-  --authorization-mode RBAC \
-  --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-  --disable-admission-plugins ServiceAccount \
-  --endpoint-reconciler-type none \
-  --service-cluster-ip-range 10.96.0.0/16 \
-  --cert-dir "$WORK/apiserver-certs" \
-  >"$WORK/apiserver.log" 2>&1 &
-PIDS+=($!)
-
-export KUBECONFIG="$WORK/kubeconfig"
-cat >"$KUBECONFIG" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster:
-    server: https://127.0.0.1:$API_PORT
-    certificate-authority: $PKI/ca.crt
-users:
-- name: admin
-  user:
-    client-certificate: $PKI/admin.crt
-    client-key: $PKI/admin.key
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: admin, namespace: e2e}
-current-context: e2e
-EOF
-
-k() { kubectl --request-timeout=30s "$@"; }
-wait_for 90 k get --raw /readyz || {
-  log "kube-apiserver did not become ready"
-  tail -30 "$WORK/apiserver.log" >&2
-  exit 1
-}
-SERVER_VERSION=$(k version -o json 2>/dev/null | jq -r .serverVersion.gitVersion)
+# shellcheck source=lib/cluster.sh
+source "$ROOT/e2e/lib/cluster.sh"
+cluster_pki prestop-e2e-ca
+cluster_start e2e
 log "kube-apiserver $SERVER_VERSION ready on 127.0.0.1:$API_PORT after $(($(date +%s) - started)) s"
-
-# The webhook's Service name resolves to loopback, so TLS still verifies that name.
-if ! grep -qE "^127\.0\.0\.1[[:space:]]+$WEBHOOK_HOST([[:space:]]|$)" /etc/hosts; then
-  echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
-fi
 
 # --- the webhook -----------------------------------------------------------------------
 CONFIG_WARN="$WORK/config-warn.yaml"

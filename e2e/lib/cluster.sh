@@ -1,0 +1,119 @@
+# A loopback etcd and kube-apiserver with openssl-made certificates and an admin
+# kubeconfig, shared by e2e/run.sh (the API server alone) and e2e/node/run.sh (with a
+# node). Sourced, not run. The caller sets WORK, BIN (our binary), APISERVER,
+# WEBHOOK_HOST and HOSTS_MARK, keeps a PIDS array that its cleanup stops in reverse, and
+# defines log(). After cluster_start: KUBECONFIG, API_PORT, API_URL, WEBHOOK_PORT,
+# PROBE_PORT, SERVER_VERSION, PKI, and k() (kubectl with a request timeout).
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Polls `$@` until it succeeds or `$1` seconds pass.
+wait_for() {
+  local seconds=$1
+  shift
+  local deadline=$(($(date +%s) + seconds))
+  until "$@" >/dev/null 2>&1; do
+    (($(date +%s) < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+k() { kubectl --request-timeout=30s "$@"; }
+
+# The cluster's CA, the API server's serving cert, an O=system:masters client, the
+# service-account key pair, and the webhook's serving cert from our own `certs` (SANs:
+# the Service's names).
+cluster_pki() { # CA common name
+  PKI="$WORK/pki"
+  mkdir -p "$PKI"
+  sign() { # name subject extensions
+    openssl req -newkey rsa:2048 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.csr" -subj "$2" 2>/dev/null &&
+      openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+        -days 2 -out "$PKI/$1.crt" -extfile <(printf '%b' "$3") 2>/dev/null
+  }
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 2 \
+    -subj "/CN=$1" 2>/dev/null || { log "openssl failed"; exit 1; }
+  sign apiserver "/CN=kube-apiserver" \
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' &&
+    sign admin "/O=system:masters/CN=e2e-admin" 'extendedKeyUsage=clientAuth\n' &&
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null &&
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null || { log "openssl failed"; exit 1; }
+  "$BIN" certs --out "$WORK/webhook" --days 2 >/dev/null 2>&1 || exit 1
+}
+
+cluster_start() { # namespace of the kubeconfig's context
+  ETCD_PORT=$(free_port)
+  ETCD_PEER_PORT=$(free_port)
+  API_PORT=$(free_port)
+  WEBHOOK_PORT=$(free_port)
+  PROBE_PORT=$(free_port)
+  API_URL="https://127.0.0.1:$API_PORT"
+
+  # No proxy for anything here: the API server must call the webhook's name directly.
+  unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy
+  export NO_PROXY="127.0.0.1,localhost,$WEBHOOK_HOST"
+
+  etcd --name e2e --data-dir "$WORK/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "e2e=http://127.0.0.1:$ETCD_PEER_PORT" >"$WORK/etcd.log" 2>&1 &
+  PIDS+=($!)
+  wait_for 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health" || {
+    log "etcd did not start"
+    tail -20 "$WORK/etcd.log" >&2
+    exit 1
+  }
+
+  # ServiceAccount admission off (no controller-manager makes tokens); the endpoint
+  # reconciler off (the `kubernetes` Endpoints object may not hold a loopback address).
+  "$APISERVER" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --authorization-mode RBAC \
+    --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --disable-admission-plugins ServiceAccount \
+    --endpoint-reconciler-type none \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --cert-dir "$WORK/apiserver-certs" \
+    >"$WORK/apiserver.log" 2>&1 &
+  PIDS+=($!)
+
+  export KUBECONFIG="$WORK/kubeconfig"
+  cat >"$KUBECONFIG" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: $API_URL
+    certificate-authority: $PKI/ca.crt
+users:
+- name: admin
+  user:
+    client-certificate: $PKI/admin.crt
+    client-key: $PKI/admin.key
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin, namespace: $1}
+current-context: e2e
+KUBECONFIG
+
+  wait_for 90 k get --raw /readyz || {
+    log "kube-apiserver did not become ready"
+    tail -30 "$WORK/apiserver.log" >&2
+    exit 1
+  }
+  SERVER_VERSION=$(k version -o json 2>/dev/null | jq -r .serverVersion.gitVersion)
+
+  # The webhook's Service name resolves to loopback, so TLS still verifies that name. Our
+  # own line even when another run's is there: that run removes its line when it ends,
+  # and creates would fail mid-run (seen with two suites at once).
+  echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
+}
