@@ -60,27 +60,6 @@ CONFIG_DENY="$WORK/config-deny.yaml"
 echo "orphanDelete: warn" >"$CONFIG_WARN"
 echo "orphanDelete: deny" >"$CONFIG_DENY"
 
-start_webhook() { # config file
-  # KUBECONFIG is exported: outside a cluster, `serve` learns the version through it.
-  "$BIN" serve --listen "127.0.0.1:$WEBHOOK_PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
-    --tls-cert "$WORK/webhook/tls.crt" --tls-key "$WORK/webhook/tls.key" --config "$1" \
-    --shutdown-delay 0s --drain-timeout 2s --cert-poll-interval 1s --log-level info,prestop_injector=debug \
-    >>"$WORK/webhook.log" 2>&1 &
-  WEBHOOK_PID=$!
-  wait_for 30 curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" || {
-    log "the webhook did not become ready"
-    tail -20 "$WORK/webhook.log" >&2
-    exit 1
-  }
-}
-
-stop_webhook() {
-  [[ -n "$WEBHOOK_PID" ]] || return 0
-  kill "$WEBHOOK_PID" 2>/dev/null
-  wait "$WEBHOOK_PID" 2>/dev/null
-  WEBHOOK_PID=
-}
-
 metric() { # name (with labels, as printed) -> value, 0 when absent
   curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" |
     awk -v name="$1" '$1 == name { print $2; found = 1 } END { if (!found) print 0 }'
@@ -91,59 +70,12 @@ metric_sum() { # name, label fragment -> sum over the samples that have it
     awk -v name="$1{" -v part="$2" 'index($1, name) == 1 && index($1, part) { sum += $2 } END { print sum + 0 }'
 }
 
-apply_webhook_configs() { # mode
-  "$BIN" webhook-config --ca-file "$WORK/webhook/ca.crt" --mode "$1" \
-    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" 2>>"$WORK/webhook-config.err" |
-    k apply -f - >/dev/null
-}
-
 start_webhook "$CONFIG_WARN"
 apply_webhook_configs cluster-wide || { log "applying the webhook configurations failed"; exit 1; }
 k create namespace e2e >/dev/null || exit 1
 
-# --- scenario machinery ----------------------------------------------------------------
-PASSED=0
-FAILED=0
-FAILS=()
-OUT=
-ERR=
-STATUS=0
-
-# Runs kubectl, keeping its stdout, stderr and exit status for the assertions.
-kc() {
-  k "$@" >"$WORK/out" 2>"$WORK/err"
-  STATUS=$?
-  OUT=$(cat "$WORK/out")
-  ERR=$(cat "$WORK/err")
-}
-
-# expect DESCRIPTION COMMAND...: records a failure when the command fails.
-expect() {
-  local what=$1
-  shift
-  "$@" || FAILS+=("$what")
-}
-has() { [[ "$1" == *"$2"* ]]; }
-lacks() { [[ "$1" != *"$2"* ]]; }
-jqt() { jq -e "$2" >/dev/null 2>&1 <<<"$1"; } # json, filter that must be true
-
-scenario() { # name function
-  FAILS=()
-  OUT= ERR= STATUS=0
-  "$2"
-  if ((${#FAILS[@]} == 0)); then
-    echo "ok - $1"
-    PASSED=$((PASSED + 1))
-  else
-    echo "FAIL - $1"
-    local failure
-    for failure in "${FAILS[@]}"; do echo "    expected: $failure"; done
-    echo "    last kubectl exit status: $STATUS"
-    echo "    last stdout: $(head -c 1500 <<<"$OUT")"
-    echo "    last stderr: $(head -c 1500 <<<"$ERR")"
-    FAILED=$((FAILED + 1))
-  fi
-}
+# shellcheck source=lib/assert.sh
+source "$ROOT/e2e/lib/assert.sh"
 
 # A preStop exec on the first container whose argv holds the target path.
 PRESTOP_CLEANS='(.lifecycle.preStop.exec.command // []) | index(["/test-package"]) != null'

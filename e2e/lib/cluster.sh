@@ -117,3 +117,32 @@ KUBECONFIG
   # and creates would fail mid-run (seen with two suites at once).
   echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
 }
+
+# Our webhook on WEBHOOK_PORT (probes on PROBE_PORT) with the certs of cluster_pki.
+# KUBECONFIG is exported: outside a cluster, `serve` learns the version through it.
+start_webhook() { # config file
+  "$BIN" serve --listen "127.0.0.1:$WEBHOOK_PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
+    --tls-cert "$WORK/webhook/tls.crt" --tls-key "$WORK/webhook/tls.key" --config "$1" \
+    --shutdown-delay 0s --drain-timeout 2s --cert-poll-interval 1s --log-level info,prestop_injector=debug \
+    >>"$WORK/webhook.log" 2>&1 &
+  WEBHOOK_PID=$!
+  wait_for 30 curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" || {
+    log "the webhook did not become ready"
+    tail -20 "$WORK/webhook.log" >&2
+    exit 1
+  }
+}
+
+stop_webhook() {
+  [[ -n "$WEBHOOK_PID" ]] || return 0
+  kill "$WEBHOOK_PID" 2>/dev/null
+  wait "$WEBHOOK_PID" 2>/dev/null
+  WEBHOOK_PID=
+}
+
+# The configurations from our own `webhook-config --url`, for this server's version.
+apply_webhook_configs() { # mode
+  "$BIN" webhook-config --ca-file "$WORK/webhook/ca.crt" --mode "$1" \
+    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" 2>>"$WORK/webhook-config.err" |
+    k apply -f - >/dev/null
+}

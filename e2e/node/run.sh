@@ -105,21 +105,7 @@ CONFIG="$WORK/config.yaml"
   echo "orphanDelete: warn"
   [[ -n "$CLEANER_BIN" ]] && echo "cleaner: {image: localhost/prestop-e2e/cleaner:dev}"
 } >"$CONFIG"
-"$BIN" serve --listen "127.0.0.1:$WEBHOOK_PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
-  --tls-cert "$WORK/webhook/tls.crt" --tls-key "$WORK/webhook/tls.key" --config "$CONFIG" \
-  --shutdown-delay 0s --drain-timeout 2s --log-level info,prestop_injector=debug \
-  >>"$WORK/webhook.log" 2>&1 &
-WEBHOOK_PID=$!
-wait_for 30 curl -sf "http://127.0.0.1:$PROBE_PORT/readyz" || {
-  log "the webhook did not become ready"
-  tail -20 "$WORK/webhook.log" >&2
-  exit 1
-}
-apply_webhook_configs() {
-  "$BIN" webhook-config --ca-file "$WORK/webhook/ca.crt" --mode cluster-wide \
-    --url "https://$WEBHOOK_HOST:$WEBHOOK_PORT" --kubernetes-version "$SERVER_VERSION" \
-    2>>"$WORK/webhook-config.err" | k apply -f - >/dev/null
-}
+start_webhook "$CONFIG"
 k create namespace "$NS" >/dev/null || exit 1
 
 # --- the node --------------------------------------------------------------------------
@@ -127,46 +113,8 @@ node_build_images || { log "building the images failed"; exit 1; }
 node_start || exit 1
 log "control plane and node up $(($(date +%s) - started)) s after start (setup: $setup_seconds s)"
 
-# --- scenario machinery (as e2e/run.sh) ------------------------------------------------
-PASSED=0
-FAILED=0
-FAILS=()
-OUT=
-ERR=
-STATUS=0
-kc() {
-  k "$@" >"$WORK/out" 2>"$WORK/err"
-  STATUS=$?
-  OUT=$(cat "$WORK/out")
-  ERR=$(cat "$WORK/err")
-}
-expect() {
-  local what=$1
-  shift
-  "$@" || FAILS+=("$what")
-}
-has() { [[ "$1" == *"$2"* ]]; }
-lacks() { [[ "$1" != *"$2"* ]]; }
-jqt() { jq -e "$2" >/dev/null 2>&1 <<<"$1"; }
-scenario() { # name function
-  FAILS=()
-  OUT= ERR= STATUS=0
-  local t0=$(date +%s)
-  "$2"
-  if ((${#FAILS[@]} == 0)); then
-    echo "ok - $1 ($(($(date +%s) - t0)) s)"
-    PASSED=$((PASSED + 1))
-  else
-    echo "FAIL - $1"
-    local failure
-    for failure in "${FAILS[@]}"; do echo "    expected: $failure"; done
-    echo "    last kubectl exit status: $STATUS"
-    echo "    last stdout: $(head -c 1500 <<<"$OUT")"
-    echo "    last stderr: $(head -c 1500 <<<"$ERR")"
-    FAILED=$((FAILED + 1))
-  fi
-}
-skip() { echo "skip - $1 ($2)"; }
+# shellcheck source=../lib/assert.sh
+source "$ROOT/e2e/lib/assert.sh"
 
 source "$HERE/lib/scenarios.sh"
 

@@ -50,7 +50,7 @@ seed_without_webhook() {
 
 seed_with_webhook() {
   local dir="$HOST/seed/package"
-  apply_webhook_configs || { FAILS+=("the webhook configurations apply"); return; }
+  apply_webhook_configs cluster-wide || { FAILS+=("the webhook configurations apply"); return; }
   kc create -o json -f - <<<"$(seed_job "$dir")"
   expect "create succeeds" test "$STATUS" -eq 0
   expect "with the webhook's warnings" has "$ERR" 'has no bash; command now runs /bin/sh'
