@@ -5,11 +5,10 @@
 mod core_support;
 
 use core_support::*;
-use prestop_injector::admission::Operation;
 use prestop_injector::config::{Config, DEFAULT_CLEANER_IMAGE};
 use prestop_injector::mutation::delivery::{INSTALLER_NAME, VOLUME_NAME};
 use prestop_injector::mutation::hook::{Action, Before, Hook, IMAGE_PROGRAM, PROGRAM};
-use prestop_injector::mutation::{decide, Endpoint, SIDECAR_NAME};
+use prestop_injector::mutation::{Endpoint, SIDECAR_NAME};
 use serde_json::{json, Value};
 
 fn seed_job() -> Value {
@@ -221,14 +220,7 @@ fn api_server_defaults_on_the_installer_cause_no_second_patch() {
         .as_array_mut()
         .unwrap()
         .push(json!({"name": "kube-api-access", "projected": {"sources": []}}));
-    for endpoint in [Endpoint::Mutate, Endpoint::MutateAuto] {
-        let decision = decide(
-            &request(Operation::Create, pod.clone()),
-            endpoint,
-            &Config::default(),
-        );
-        assert_eq!(decision.patch, None, "{endpoint:?}");
-    }
+    assert_no_patch_on_either_endpoint(&pod);
 }
 
 #[test]

@@ -148,6 +148,18 @@ pub fn cleanup_targets(container: &Value) -> Vec<String> {
     }
 }
 
+/// A Pod created from a mutated template gets no patch on either mutating endpoint.
+pub fn assert_no_patch_on_either_endpoint(pod: &Value) {
+    for endpoint in [Endpoint::Mutate, Endpoint::MutateAuto] {
+        let decision = decide(
+            &request(Operation::Create, pod.clone()),
+            endpoint,
+            &Config::default(),
+        );
+        assert_eq!(decision.patch, None, "{endpoint:?}");
+    }
+}
+
 pub fn grace(object: &Value) -> Option<u64> {
     template_spec(object)
         .get("terminationGracePeriodSeconds")
