@@ -2,7 +2,8 @@
 //! pod templates) a safe preStop cleanup of their hostPath scratch directories.
 //!
 //! Layers: [`mutation`] is the pure core; [`admission`] turns bytes into a decision and
-//! back; [`server`] is the HTTPS adapter; [`cli`] holds the offline commands.
+//! back; [`server`] is the HTTPS adapter; [`cli`] holds the offline commands; [`reaper`]
+//! is the node reaper, which reuses the core's target rules and the cleaner's walk.
 //!
 //! The core on its own, as the server and `prestop-injector mutate` call it:
 //!
@@ -46,4 +47,5 @@ pub mod config;
 pub mod duration;
 pub mod kube_version;
 pub mod mutation;
+pub mod reaper;
 pub mod server;

@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use prestop_injector::{cli, server};
+use prestop_injector::{cli, reaper, server};
 use std::process::ExitCode;
 
 // Every review parses, clones and drops a tree of small JSON values; mimalloc's
@@ -26,6 +26,9 @@ enum Command {
     Certs(cli::certs::CertsArgs),
     /// Print the webhook configurations with the caBundle filled in.
     WebhookConfig(cli::webhook_config::WebhookConfigArgs),
+    /// Run the node reaper: empty the scratch directories of injected pods that are gone
+    /// without their preStop (force deletes, lost nodes); one per node, as a DaemonSet.
+    Reap(Box<reaper::ReapArgs>),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         Command::Mutate(args) => cli::mutate::run(args),
         Command::Certs(args) => cli::certs::run(args),
         Command::WebhookConfig(args) => cli::webhook_config::run(args),
+        Command::Reap(args) => reaper::run(*args),
     };
     match result {
         Ok(code) => code,

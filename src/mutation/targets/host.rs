@@ -130,8 +130,18 @@ pub fn volume_host_path(volume: &Value) -> Option<HostPath> {
 /// The host directory a mount shows, when its volume is a hostPath; `Err` with the bad
 /// sub path when it cannot be known.
 pub fn mount_host_path(spec: &Value, mount: &Mount) -> Option<Result<HostPath, String>> {
+    mount_host_path_with(spec, mount, &mount.sub_path)
+}
+
+/// [`mount_host_path`] with `sub_path` in place of the mount's own (a `subPathExpr` the
+/// caller expanded).
+pub fn mount_host_path_with(
+    spec: &Value,
+    mount: &Mount,
+    sub_path: &SubPath,
+) -> Option<Result<HostPath, String>> {
     let base = volume_host_path(volume(spec, mount.volume)?)?;
-    Some(with_sub_path(base, &mount.sub_path))
+    Some(with_sub_path(base, sub_path))
 }
 
 fn with_sub_path(base: HostPath, sub_path: &SubPath) -> Result<HostPath, String> {
@@ -163,6 +173,16 @@ pub struct View {
 /// declared in `spec.volumes` (mounted or not), and each mount of one in any container
 /// (init, app, ephemeral). A mount we cannot read shows its volume's whole tree.
 pub fn pod_views(spec: &Value) -> Vec<View> {
+    pod_views_resolving(spec, &|_, _| None)
+}
+
+/// [`pod_views`], with `resolve(mount, container)` naming the directory a `subPathExpr`
+/// expands to when the caller knows it for certain (the node reaper sees the pod, not a
+/// template); `None` keeps it open.
+pub fn pod_views_resolving(
+    spec: &Value,
+    resolve: &dyn Fn(&Value, &Value) -> Option<String>,
+) -> Vec<View> {
     let mut views = Vec::new();
     for volume in spec
         .get("volumes")
@@ -189,7 +209,7 @@ pub fn pod_views(spec: &Value) -> Vec<View> {
         {
             let list = container.get("volumeMounts").and_then(Value::as_array);
             for raw in list.into_iter().flatten() {
-                if let Some(view) = mount_view(spec, raw, container) {
+                if let Some(view) = mount_view(spec, raw, container, resolve) {
                     views.push(view);
                 }
             }
@@ -209,10 +229,22 @@ fn is_our_sidecar(container: &Value) -> bool {
     argv.is_some_and(|argv| sidecar_targets(&argv).is_some())
 }
 
-fn mount_view(spec: &Value, raw: &Value, container: &Value) -> Option<View> {
+fn mount_view(
+    spec: &Value,
+    raw: &Value,
+    container: &Value,
+    resolve: &dyn Fn(&Value, &Value) -> Option<String>,
+) -> Option<View> {
     let name = raw.get("name").and_then(Value::as_str)?;
     let base = volume_host_path(volume(spec, name)?)?;
-    let sub_path = sub_path(raw, container);
+    let sub_path = match sub_path(raw, container) {
+        SubPath::Expr { .. } => match resolve(raw, container) {
+            Some(known) if known.is_empty() => SubPath::Whole,
+            Some(known) => SubPath::Fixed(known),
+            None => sub_path(raw, container),
+        },
+        other => other,
+    };
     // An invalid sub path may be joined in ways we cannot predict (`x/../..` is above the
     // volume): it may show any directory of the node.
     let host = with_sub_path(base, &sub_path).unwrap_or_else(|_| HostPath::anywhere());

@@ -18,12 +18,17 @@ pub(crate) mod messages;
 mod mounts;
 mod protection;
 
-pub use host::{mount_host_path, pod_views, volume, HostPath, Open, View};
+pub use host::{
+    mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume, HostPath, Open,
+    View,
+};
 pub use mounts::{
     container_mounts, is_at_or_below, kubelet_mount_path, mount_of, mounts, normalize, on_one_line,
     BadMount, Mount, SubPath,
 };
-pub use protection::{is_protected_host_path, protected_entry, PROTECTED_EXACT, PROTECTED_TREES};
+pub use protection::{
+    is_allowed, is_protected_host_path, protected_entry, PROTECTED_EXACT, PROTECTED_TREES,
+};
 
 use crate::config::Config;
 use serde_json::Value;

@@ -1,0 +1,207 @@
+//! What one pod means to the reaper, read from the pod itself (pure).
+//!
+//! - **Uses**: every host directory the pod shows — each hostPath volume as declared and
+//!   each mount of one, in any container ([`pod_views_resolving`]). A directory is never
+//!   emptied while a pod on the node uses it, a parent of it or a child of it. A
+//!   `subPathExpr` is expanded when the pod says for certain what it is
+//!   ([`super::expand`]); otherwise the use stays open (every directory it might be).
+//! - **Cleanable**: only for an *injected* pod (our status annotation), the host
+//!   directories of the targets of the cleanup we injected: the `--target`s of the
+//!   cleaner program's hook (or a v1 shell hook) in each app container and of our cleanup
+//!   sidecar. The annotation's content is never trusted: each target goes through the
+//!   webhook's own rule ([`check_target`], with the reaper's config), and only an exact
+//!   host path (a `subPathExpr` expanded for certain) is kept. Anything refused is
+//!   reported, never recorded.
+
+use super::expand;
+use crate::config::Config;
+use crate::mutation::hook::{sidecar_targets, Action, Hook};
+use crate::mutation::settings::STATUS;
+use crate::mutation::targets::{
+    check_target, container_mounts, mount_host_path_with, mount_of, pod_views_resolving, HostPath,
+    PathRefusal, SubPath,
+};
+use serde_json::Value;
+
+/// The reaper's view of one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFacts {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// Every host directory the pod uses (some open: any directory below `known`).
+    pub uses: Vec<HostPath>,
+    /// Exact host directories the pod's injected cleanup may empty, each once.
+    pub cleanable: Vec<String>,
+    /// Targets of the injected cleanup that the reaper will not empty, and why.
+    pub refused: Vec<Refused>,
+}
+
+/// A target of an injected cleanup that the reaper refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub container: String,
+    pub target: String,
+    /// A metric label from a closed set.
+    pub reason: &'static str,
+    /// The sentence for the log line and the Event.
+    pub message: String,
+}
+
+/// The facts of `pod` (a v1 Pod as JSON); `None` without a uid.
+pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
+    let text = |pointer: &str| pod.pointer(pointer).and_then(Value::as_str);
+    let uid = text("/metadata/uid").filter(|uid| !uid.is_empty())?;
+    let empty = Value::Null;
+    let spec = pod.get("spec").unwrap_or(&empty);
+    let resolve = |mount: &Value, container: &Value| {
+        let expr = mount.get("subPathExpr").and_then(Value::as_str)?;
+        expand::sub_path_expr(expr, container, pod)
+    };
+    let mut facts = PodFacts {
+        uid: uid.to_owned(),
+        namespace: text("/metadata/namespace").unwrap_or("").to_owned(),
+        name: text("/metadata/name").unwrap_or("").to_owned(),
+        uses: pod_views_resolving(spec, &resolve)
+            .into_iter()
+            .map(|view| view.host)
+            .collect(),
+        cleanable: Vec::new(),
+        refused: Vec::new(),
+    };
+    if pod
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(STATUS))
+        .is_none()
+    {
+        return Some(facts);
+    }
+    for (container, targets) in injected_targets(spec) {
+        let name = container.get("name").and_then(Value::as_str).unwrap_or("");
+        for target in targets {
+            match host_directory(pod, spec, container, &target, config) {
+                Ok(Some(dir)) if !facts.cleanable.contains(&dir) => facts.cleanable.push(dir),
+                Ok(_) => {}
+                Err((reason, why)) => facts.refused.push(Refused {
+                    container: name.to_owned(),
+                    message: format!(
+                        "target {target} of container {name:?} of pod {}/{} {why}",
+                        facts.namespace, facts.name
+                    ),
+                    target,
+                    reason,
+                }),
+            }
+        }
+    }
+    Some(facts)
+}
+
+/// Each container that runs our cleanup, with its targets as the pod spec says them.
+fn injected_targets(spec: &Value) -> Vec<(&Value, Vec<String>)> {
+    let list = |field: &str| {
+        spec.get(field)
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    };
+    let argv = |value: Option<&Value>| -> Option<Vec<String>> {
+        value?
+            .as_array()?
+            .iter()
+            .map(|a| a.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut found = Vec::new();
+    for container in list("containers") {
+        let command = argv(container.pointer("/lifecycle/preStop/exec/command"));
+        if let Some(Hook {
+            action: Action::Cleanup(targets),
+            ..
+        }) = command.as_deref().and_then(Hook::from_argv)
+        {
+            found.push((container, targets));
+        }
+    }
+    for container in list("initContainers") {
+        if let Some(targets) = argv(container.get("command"))
+            .as_deref()
+            .and_then(sidecar_targets)
+        {
+            found.push((container, targets));
+        }
+    }
+    found
+}
+
+type Refusal = (&'static str, String);
+
+/// The exact host directory of `target` in `container`, after the webhook's rule; `None`
+/// when it is not on a hostPath volume (the kubelet removes the others itself).
+fn host_directory(
+    pod: &Value,
+    spec: &Value,
+    container: &Value,
+    target: &str,
+    config: &Config,
+) -> Result<Option<String>, Refusal> {
+    if prestop_clean::check_target(target).is_err() {
+        return Err(("rule", "is not an absolute, normalized path".to_owned()));
+    }
+    let mounts = container_mounts(container).map_err(|bad| {
+        let why = format!(
+            "cannot be checked: the mountPath {} cannot be normalized",
+            bad.mount_path
+        );
+        ("rule", why)
+    })?;
+    let host = match check_target(spec, &mounts, target, config) {
+        Ok(None) => return Ok(None),
+        Ok(Some(host)) => host,
+        Err(refusal) => return Err((refusal_reason(&refusal), refusal.reason())),
+    };
+    if host.open.is_none() {
+        return Ok(Some(host.known));
+    }
+    // A subPathExpr: only a certain expansion gives a directory to empty.
+    let unknown = || {
+        let why = format!(
+            "is host path {}: its subPathExpr cannot be expanded for certain from the pod",
+            host.display()
+        );
+        ("host_path_unknown", why)
+    };
+    let mount = mount_of(&mounts, target).ok_or_else(unknown)?;
+    let expr = mount
+        .raw
+        .get("subPathExpr")
+        .and_then(Value::as_str)
+        .ok_or_else(unknown)?;
+    let known = expand::sub_path_expr(expr, container, pod).ok_or_else(unknown)?;
+    let sub_path = if known.is_empty() {
+        SubPath::Whole
+    } else {
+        SubPath::Fixed(known)
+    };
+    match mount_host_path_with(spec, mount, &sub_path) {
+        Some(Ok(base)) => {
+            let exact = base.join(&target[mount.path.len()..]);
+            exact
+                .open
+                .is_none()
+                .then_some(exact.known)
+                .map(Some)
+                .ok_or_else(unknown)
+        }
+        _ => Err(unknown()),
+    }
+}
+
+/// The metric label of a refusal of the webhook's rule.
+fn refusal_reason(refusal: &PathRefusal) -> &'static str {
+    match refusal {
+        PathRefusal::Protected { .. } => "protected",
+        PathRefusal::NotAllowed { .. } => "not_allowed",
+        _ => "rule",
+    }
+}

@@ -1,0 +1,231 @@
+//! The reaper's bookkeeping (pure: no I/O, time passed in).
+//!
+//! Invariant, tested in `tests/reaper_ledger.rs`: [`Ledger::take_due`] returns a directory
+//! only when
+//! - the ledger is in sync with the API server (a complete list of the node's pods has
+//!   been seen since the last watch failure),
+//! - no pod that recorded it is still known,
+//! - no known pod uses it, a directory above it or one below it,
+//! - and it has been free for at least the delay: the clock starts when the last pod that
+//!   recorded it is gone, and starts again whenever a pod that uses it appears.
+//!
+//! Records survive restarts through [`Ledger::records`] (the state file); known pods do
+//! not: they come from the next list.
+
+use super::derive::PodFacts;
+use crate::mutation::targets::HostPath;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// A pod that recorded a directory, for messages.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct PodRef {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for PodRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} (uid {})", self.namespace, self.name, self.uid)
+    }
+}
+
+/// A directory that is due: free, for long enough.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    pub directory: String,
+    /// The gone pods that recorded it.
+    pub pods: Vec<PodRef>,
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    delay: Duration,
+    /// Recorded directory → the pods that recorded it.
+    records: BTreeMap<String, Vec<PodRef>>,
+    /// The node's pods as last seen: uid → the directories each uses.
+    pods: HashMap<String, Vec<HostPath>>,
+    /// During a list: the pods listed so far; they replace `pods` when it completes.
+    listing: Option<HashMap<String, Vec<HostPath>>>,
+    synced: bool,
+    /// Recorded directories whose pods are all gone → when they are due.
+    pending: BTreeMap<String, Instant>,
+}
+
+impl Ledger {
+    pub fn new(delay: Duration) -> Ledger {
+        Ledger {
+            delay,
+            ..Ledger::default()
+        }
+    }
+
+    /// Restores records from the state file. No pod is known yet, so nothing is due
+    /// before the first complete list.
+    pub fn restore(&mut self, records: BTreeMap<String, Vec<PodRef>>) {
+        self.records = records;
+    }
+
+    pub fn records(&self) -> &BTreeMap<String, Vec<PodRef>> {
+        &self.records
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    pub fn pod_count(&self) -> usize {
+        self.pods.len()
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// A pod was added or changed. Returns whether the records changed.
+    pub fn apply(&mut self, pod: &PodFacts, now: Instant) -> bool {
+        let changed = self.record(pod);
+        match &mut self.listing {
+            Some(listing) => {
+                listing.insert(pod.uid.clone(), pod.uses.clone());
+            }
+            None => {
+                self.pods.insert(pod.uid.clone(), pod.uses.clone());
+            }
+        }
+        self.restart_clocks(&pod.uses, now);
+        changed
+    }
+
+    /// A pod is gone from the API.
+    pub fn delete(&mut self, uid: &str, now: Instant) {
+        self.pods.remove(uid);
+        if let Some(listing) = &mut self.listing {
+            listing.remove(uid);
+        }
+        self.schedule_orphans(now);
+    }
+
+    /// A new list of the node's pods starts (a watch (re)start).
+    pub fn list_started(&mut self) {
+        self.listing = Some(HashMap::new());
+        self.synced = false;
+    }
+
+    /// The list is complete: it is now the set of the node's pods, and every recorded
+    /// directory whose pods are not in it is scheduled (a restart's reconcile).
+    pub fn list_done(&mut self, now: Instant) {
+        if let Some(listing) = self.listing.take() {
+            self.pods = listing;
+        }
+        self.synced = true;
+        self.schedule_orphans(now);
+    }
+
+    /// The watch failed: nothing is due until the next complete list, since a pod may
+    /// have appeared meanwhile.
+    pub fn watch_lost(&mut self) {
+        self.synced = false;
+        self.listing = None;
+    }
+
+    /// When the next directory is due, if any is pending.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.values().min().copied()
+    }
+
+    /// The directories due at `now`, each checked again against every known pod. They
+    /// leave the pending set; call [`Ledger::finished`] once each is dealt with. A
+    /// directory found in use stays recorded and waits for the next pod to go.
+    pub fn take_due(&mut self, now: Instant) -> Vec<Due> {
+        if !self.synced {
+            return Vec::new();
+        }
+        let due: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(dir, _)| dir.clone())
+            .collect();
+        let mut ready = Vec::new();
+        for directory in due {
+            self.pending.remove(&directory);
+            if self.is_recorded_by_known_pod(&directory) || self.is_in_use(&directory) {
+                continue;
+            }
+            let pods = self.records.get(&directory).cloned().unwrap_or_default();
+            ready.push(Due { directory, pods });
+        }
+        ready
+    }
+
+    /// The directory was emptied (or reported, or refused): it is no longer recorded.
+    pub fn finished(&mut self, directory: &str) {
+        self.records.remove(directory);
+        self.pending.remove(directory);
+    }
+
+    /// Whether a known pod uses `directory`, a directory above it or one below it.
+    pub fn is_in_use(&self, directory: &str) -> bool {
+        self.known_pods()
+            .any(|uses| uses.iter().any(|host| host.may_overlap(directory)))
+    }
+
+    fn known_pods(&self) -> impl Iterator<Item = &Vec<HostPath>> {
+        self.pods
+            .values()
+            .chain(self.listing.iter().flat_map(|l| l.values()))
+    }
+
+    pub fn is_known(&self, uid: &str) -> bool {
+        self.pods.contains_key(uid) || self.listing.as_ref().is_some_and(|l| l.contains_key(uid))
+    }
+
+    fn is_recorded_by_known_pod(&self, directory: &str) -> bool {
+        self.records
+            .get(directory)
+            .is_some_and(|pods| pods.iter().any(|pod| self.is_known(&pod.uid)))
+    }
+
+    fn record(&mut self, pod: &PodFacts) -> bool {
+        let mut changed = false;
+        for directory in &pod.cleanable {
+            let pods = self.records.entry(directory.clone()).or_default();
+            if !pods.iter().any(|p| p.uid == pod.uid) {
+                pods.push(PodRef {
+                    uid: pod.uid.clone(),
+                    namespace: pod.namespace.clone(),
+                    name: pod.name.clone(),
+                });
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// A pod that uses a pending directory (or one on its line) restarts its clock: it
+    /// is not free, and when that pod goes it gets its own full delay.
+    fn restart_clocks(&mut self, uses: &[HostPath], now: Instant) {
+        let delay = self.delay;
+        for (directory, at) in self.pending.iter_mut() {
+            if uses.iter().any(|host| host.may_overlap(directory)) {
+                *at = now + delay;
+            }
+        }
+    }
+
+    /// Schedules every recorded directory none of whose pods is known and that is not
+    /// pending yet.
+    fn schedule_orphans(&mut self, now: Instant) {
+        let orphans: Vec<String> = self
+            .records
+            .keys()
+            .filter(|dir| !self.pending.contains_key(*dir) && !self.is_recorded_by_known_pod(dir))
+            .cloned()
+            .collect();
+        for directory in orphans {
+            self.pending.insert(directory, now + self.delay);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The state file: which host directories injected pods of this node were allowed to
+//! clean, and by which pods. It is what lets a restarted reaper (or a rebooted node)
+//! empty the directories of pods that went while it was not watching.
+//!
+//! Written atomically (a temp file in the same directory, fsync, rename, fsync of the
+//! directory), so a crash leaves the old file or the new one, never half of one. A file
+//! that cannot be read is moved aside and the reaper starts with no records: it then
+//! empties nothing it has not seen recorded again (fail closed), and says so.
+
+use super::ledger::PodRef;
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+const VERSION: u32 = 1;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateFile {
+    version: u32,
+    node: String,
+    directories: Vec<Entry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    path: String,
+    pods: Vec<PodRef>,
+}
+
+/// What [`load`] found.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub records: BTreeMap<String, Vec<PodRef>>,
+    /// Problems, each a sentence for the log (the file moved aside, an entry dropped).
+    pub problems: Vec<String>,
+}
+
+/// Reads the state file of `node`. A missing file is an empty state.
+pub fn load(path: &Path, node: &str) -> Loaded {
+    let mut loaded = Loaded::default();
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return loaded,
+        Err(error) => {
+            loaded.problems.push(format!(
+                "cannot read the state file {}: {error}; starting without records",
+                path.display()
+            ));
+            return loaded;
+        }
+    };
+    let file: StateFile = match serde_json::from_slice(&text) {
+        Ok(file) => file,
+        Err(error) => {
+            let aside = aside(path);
+            let moved = std::fs::rename(path, &aside);
+            loaded.problems.push(format!(
+                "the state file {} is not valid ({error}); {}; starting without records",
+                path.display(),
+                match moved {
+                    Ok(()) => format!("moved it to {}", aside.display()),
+                    Err(error) => format!("could not move it aside: {error}"),
+                }
+            ));
+            return loaded;
+        }
+    };
+    if file.version != VERSION || file.node != node {
+        loaded.problems.push(format!(
+            "the state file {} is version {} of node {:?}, not version {VERSION} of {node:?}; \
+             starting without records",
+            path.display(),
+            file.version,
+            file.node
+        ));
+        return loaded;
+    }
+    for entry in file.directories {
+        match prestop_clean::check_target(&entry.path) {
+            Ok(()) if !entry.pods.is_empty() => {
+                loaded.records.insert(entry.path, entry.pods);
+            }
+            Ok(()) => loaded
+                .problems
+                .push(format!("dropped {:?}: no pod", entry.path)),
+            Err(why) => loaded
+                .problems
+                .push(format!("dropped {:?}: {why}", entry.path)),
+        }
+    }
+    loaded
+}
+
+/// Writes the records of `node` atomically.
+pub fn save(
+    path: &Path,
+    node: &str,
+    records: &BTreeMap<String, Vec<PodRef>>,
+) -> anyhow::Result<()> {
+    let file = StateFile {
+        version: VERSION,
+        node: node.to_owned(),
+        directories: records
+            .iter()
+            .map(|(path, pods)| Entry {
+                path: path.clone(),
+                pods: pods.clone(),
+            })
+            .collect(),
+    };
+    let mut text = serde_json::to_vec_pretty(&file)?;
+    text.push(b'\n');
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let temp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut out = std::fs::File::create(&temp)?;
+        out.write_all(&text)?;
+        out.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write()
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&temp);
+        })
+        .with_context(|| format!("writing the state file {}", path.display()))
+}
+
+fn aside(path: &Path) -> PathBuf {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    path.with_extension(format!("corrupt.{stamp}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(uid: &str) -> PodRef {
+        PodRef {
+            uid: uid.into(),
+            namespace: "batch".into(),
+            name: format!("job-{uid}"),
+        }
+    }
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        assert!(load(&path, "node-a").records.is_empty());
+        let mut records = BTreeMap::new();
+        records.insert("/mnt/scratch/a".to_owned(), vec![pod("1"), pod("2")]);
+        save(&path, "node-a", &records).unwrap();
+        let loaded = load(&path, "node-a");
+        assert_eq!(loaded.records, records);
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        // Only the file itself is left: no temp file.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        // Another node's file is not ours.
+        let other = load(&path, "node-b");
+        assert!(other.records.is_empty() && other.problems.len() == 1);
+
+        // A hand-edited entry that is not a normalized absolute path is dropped.
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("/mnt/scratch/a", "/mnt/../etc");
+        std::fs::write(&path, text).unwrap();
+        let edited = load(&path, "node-a");
+        assert!(edited.records.is_empty());
+        assert!(
+            edited.problems[0].contains("not normalized"),
+            "{:?}",
+            edited.problems
+        );
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_and_nothing_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(
+            &path,
+            b"{\"version\":1,\"node\":\"node-a\",\"directories\":[{\"pa",
+        )
+        .unwrap();
+        let loaded = load(&path, "node-a");
+        assert!(loaded.records.is_empty());
+        assert!(
+            loaded.problems[0].contains("moved it to"),
+            "{:?}",
+            loaded.problems
+        );
+        assert!(!path.exists());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+}
