@@ -86,29 +86,31 @@ impl Ledger {
     /// A pod was added or changed. Returns whether the records changed.
     pub fn apply(&mut self, pod: &PodFacts, now: Instant) -> bool {
         let changed = self.record(pod);
-        match &mut self.listing {
-            Some(listing) => {
-                listing.insert(pod.uid.clone(), pod.uses.clone());
-            }
-            None => {
-                self.pods.insert(pod.uid.clone(), pod.uses.clone());
-            }
-        }
+        let before = match &mut self.listing {
+            Some(listing) => listing.insert(pod.uid.clone(), pod.uses.clone()),
+            None => self.pods.insert(pod.uid.clone(), pod.uses.clone()),
+        };
         self.restart_clocks(&pod.uses, now);
+        // Volumes of a pod do not change, but should a use ever vanish in an update, it
+        // was a use until now.
+        self.restart_clocks(&before.unwrap_or_default(), now);
         changed
     }
 
     /// A pod is gone from the API.
     pub fn delete(&mut self, uid: &str, now: Instant) {
-        self.pods.remove(uid);
+        let mut gone = self.pods.remove(uid);
         if let Some(listing) = &mut self.listing {
-            listing.remove(uid);
+            gone = listing.remove(uid).or(gone);
         }
+        // It used its directories until now: a pending one gets its full delay from here.
+        self.restart_clocks(&gone.unwrap_or_default(), now);
         self.schedule_orphans(now);
     }
 
     /// A new list of the node's pods starts (a watch (re)start).
     pub fn list_started(&mut self) {
+        self.keep_unfinished_listing();
         self.listing = Some(HashMap::new());
         self.synced = false;
     }
@@ -117,7 +119,15 @@ impl Ledger {
     /// directory whose pods are not in it is scheduled (a restart's reconcile).
     pub fn list_done(&mut self, now: Instant) {
         if let Some(listing) = self.listing.take() {
+            // Pods that went while the watch was down went at some moment until now.
+            let gone: Vec<HostPath> = self
+                .pods
+                .iter()
+                .filter(|(uid, _)| !listing.contains_key(*uid))
+                .flat_map(|(_, uses)| uses.iter().cloned())
+                .collect();
             self.pods = listing;
+            self.restart_clocks(&gone, now);
         }
         self.synced = true;
         self.schedule_orphans(now);
@@ -127,7 +137,15 @@ impl Ledger {
     /// have appeared meanwhile.
     pub fn watch_lost(&mut self) {
         self.synced = false;
-        self.listing = None;
+        self.keep_unfinished_listing();
+    }
+
+    /// The pods of a list that never completed stay known until a list completes
+    /// without them: they existed a moment ago.
+    fn keep_unfinished_listing(&mut self) {
+        if let Some(listing) = self.listing.take() {
+            self.pods.extend(listing);
+        }
     }
 
     /// When the next directory is due, if any is pending.
