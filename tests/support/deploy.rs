@@ -10,8 +10,15 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The overlays a user applies with `kubectl apply -k`.
-pub const OVERLAYS: [&str; 3] = ["cluster-wide", "namespace-opt-in", "cert-manager"];
+/// The overlays a user applies with `kubectl apply -k`. cluster-wide-with-reaper is
+/// cluster-wide plus deploy/components/reaper: every check of the webhook holds for it
+/// too (tests/deploy_reaper.rs checks the reaper's own objects).
+pub const OVERLAYS: [&str; 4] = [
+    "cluster-wide",
+    "namespace-opt-in",
+    "cert-manager",
+    "cluster-wide-with-reaper",
+];
 
 pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

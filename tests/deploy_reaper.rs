@@ -1,0 +1,523 @@
+//! The node reaper's packaging (deploy/components/reaper, SPEC §13): it renders and
+//! validates with every install, starts in --dry-run, mounts exactly the host directories
+//! it may clean, has exactly the API access and the capabilities docs/INSTALL.md lists,
+//! and runs the webhook's image.
+
+#[path = "support/deploy.rs"]
+mod common;
+
+use common::find;
+use prestop_injector::config::Config;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+const OVERLAY: &str = "cluster-wide-with-reaper";
+const STATE_DIR: &str = "/var/lib/prestop-injector/reaper";
+const HOST_ROOT: &str = "/host";
+
+fn component_dir() -> PathBuf {
+    common::deploy_dir().join("components/reaper")
+}
+
+/// reaper-config.yaml as shipped: a normal config file.
+fn shipped_config() -> (String, Config) {
+    let text = std::fs::read_to_string(component_dir().join("reaper-config.yaml")).unwrap();
+    let config = Config::from_yaml(&text).expect("reaper-config.yaml is a valid config");
+    (text, config)
+}
+
+fn daemonset(objects: &[Value]) -> &Value {
+    find(objects, "DaemonSet", "prestop-reaper")
+}
+
+fn container(objects: &[Value]) -> &Value {
+    let containers = daemonset(objects)["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .expect("containers is a list");
+    assert_eq!(containers.len(), 1, "the reaper pod has one container");
+    &containers[0]
+}
+
+fn args(container: &Value) -> Vec<&str> {
+    container["args"]
+        .as_array()
+        .expect("args is a list")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
+}
+
+/// The value of `--name=VALUE` in `args`.
+fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
+    let prefix = format!("--{name}=");
+    args.iter().find_map(|a| a.strip_prefix(prefix.as_str()))
+}
+
+/// `to` relative to the directory `from` (kustomize refuses absolute paths to other
+/// kustomizations); both absolute and free of `..`.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let from: Vec<Component> = from.components().collect();
+    let to: Vec<Component> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut path = PathBuf::new();
+    for _ in common..from.len() {
+        path.push("..");
+    }
+    for part in &to[common..] {
+        path.push(part);
+    }
+    path
+}
+
+/// Renders a kustomization written into a temporary directory; `{deploy}` in `text` is
+/// the relative path to deploy/.
+fn render_kustomization(kubectl: &Path, text: &str) -> Vec<Value> {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let deploy = relative(&root, &common::deploy_dir().canonicalize().unwrap());
+    let text = text.replace("{deploy}", deploy.to_str().unwrap());
+    std::fs::write(root.join("kustomization.yaml"), text).unwrap();
+    common::render_dir(kubectl, &root)
+}
+
+fn key(object: &Value) -> String {
+    format!(
+        "{}/{}/{}",
+        object["kind"].as_str().unwrap(),
+        object["metadata"]["namespace"].as_str().unwrap_or(""),
+        object["metadata"]["name"].as_str().unwrap()
+    )
+}
+
+/// What the Component adds, by kind/namespace/name (the ConfigMap's hash suffix cut).
+fn reaper_keys() -> BTreeSet<String> {
+    [
+        "ServiceAccount/prestop-system/prestop-reaper",
+        "ClusterRole//prestop-reaper",
+        "ClusterRoleBinding//prestop-reaper",
+        "Role/default/prestop-reaper-events",
+        "RoleBinding/default/prestop-reaper-events",
+        "ConfigMap/prestop-system/prestop-reaper-config",
+        "DaemonSet/prestop-system/prestop-reaper",
+    ]
+    .map(String::from)
+    .into()
+}
+
+fn without_hash(key: String) -> String {
+    match key.strip_prefix("ConfigMap/prestop-system/prestop-reaper-config-") {
+        Some(_) => "ConfigMap/prestop-system/prestop-reaper-config".to_owned(),
+        None => key,
+    }
+}
+
+/// The Component adds exactly its objects, changes no object of the install except the
+/// Namespace's Pod Security label, and the result validates strictly, on its own overlay
+/// and combined with the other two installs as docs/INSTALL.md shows.
+#[test]
+fn the_reaper_renders_validates_and_adds_only_its_objects() {
+    let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
+    else {
+        return;
+    };
+    let combined = [
+        (
+            OVERLAY,
+            common::render(&kubectl, OVERLAY),
+            common::render(&kubectl, "cluster-wide"),
+        ),
+        (
+            "namespace-opt-in + reaper",
+            render_kustomization(
+                &kubectl,
+                "resources: [{deploy}/overlays/namespace-opt-in]\n\
+                 components: [{deploy}/components/reaper]\n",
+            ),
+            common::render(&kubectl, "namespace-opt-in"),
+        ),
+        (
+            "cert-manager + reaper",
+            render_kustomization(
+                &kubectl,
+                "resources: [{deploy}/overlays/cert-manager]\n\
+                 components: [{deploy}/components/reaper]\n",
+            ),
+            common::render(&kubectl, "cert-manager"),
+        ),
+    ];
+    for (label, with, without) in &combined {
+        let label = label.replace(' ', "");
+        common::validate(&validator, &label, with);
+        let before: BTreeSet<String> = without.iter().map(key).collect();
+        let after: BTreeSet<String> = with.iter().map(key).map(without_hash).collect();
+        let added: BTreeSet<String> = after.difference(&before).cloned().collect();
+        assert_eq!(added, reaper_keys(), "{label}: objects the reaper adds");
+        assert!(
+            before.is_subset(&after),
+            "{label}: the reaper removes nothing"
+        );
+        for object in without {
+            let rendered = with.iter().find(|o| key(o) == key(object)).unwrap();
+            if object["kind"] == "Namespace" {
+                continue;
+            }
+            assert_eq!(
+                rendered,
+                object,
+                "{label}: the reaper changed {}",
+                key(object)
+            );
+        }
+    }
+}
+
+/// hostPath volumes need Pod Security `privileged`: without the label change every reaper
+/// pod would be refused. Only the Component loosens it.
+#[test]
+fn prestop_system_allows_the_reaper_only_with_the_reaper() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let label = |overlay: &str| {
+        let objects = common::render(&kubectl, overlay);
+        find(&objects, "Namespace", "prestop-system")["metadata"]["labels"].clone()
+    };
+    let with = label(OVERLAY);
+    assert_eq!(with["pod-security.kubernetes.io/enforce"], "privileged");
+    assert_eq!(with["pod-security.kubernetes.io/audit"], "restricted");
+    for overlay in ["cluster-wide", "namespace-opt-in", "cert-manager"] {
+        let without = label(overlay);
+        assert_eq!(
+            without["pod-security.kubernetes.io/enforce"], "restricted",
+            "{overlay}"
+        );
+    }
+}
+
+#[test]
+fn the_reaper_starts_in_dry_run_with_the_documented_flags() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, OVERLAY);
+    let container = container(&objects);
+    let args = args(container);
+    assert_eq!(args[0], "reap", "{args:?}");
+    assert!(
+        args.contains(&"--dry-run"),
+        "the first install only reports: {args:?}"
+    );
+    assert_eq!(flag(&args, "host-root"), Some(HOST_ROOT));
+    assert_eq!(flag(&args, "log-format"), Some("json"));
+    assert_eq!(flag(&args, "metrics-listen"), Some("0.0.0.0:9102"));
+    // Events go to "default" (the flag's default), where rbac.yaml's Role is.
+    assert_eq!(flag(&args, "event-namespace"), None);
+    let state = flag(&args, "state-file").expect("--state-file");
+    assert_eq!(state, format!("{STATE_DIR}/state.json"));
+
+    let mounts = container["volumeMounts"].as_array().unwrap();
+    let mount = |volume: &str| {
+        mounts
+            .iter()
+            .find(|m| m["name"] == volume)
+            .unwrap_or_else(|| panic!("no mount of {volume}"))
+    };
+    let config = mount("config");
+    assert_eq!(config["readOnly"], true);
+    assert_eq!(
+        flag(&args, "config"),
+        Some(format!("{}/config.yaml", config["mountPath"].as_str().unwrap()).as_str())
+    );
+    // The config mounted is reaper-config.yaml, byte for byte.
+    let pod = &daemonset(&objects)["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "config")
+        .unwrap();
+    let config_map = find(
+        &objects,
+        "ConfigMap",
+        volume["configMap"]["name"].as_str().unwrap(),
+    );
+    assert_eq!(config_map["data"]["config.yaml"], shipped_config().0);
+
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["valueFrom"]["fieldRef"]["fieldPath"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("PRESTOP_INJECTOR_NODE_NAME", "spec.nodeName"),
+            ("PRESTOP_INJECTOR_POD_NAME", "metadata.name"),
+            ("PRESTOP_INJECTOR_POD_NAMESPACE", "metadata.namespace"),
+        ]
+    );
+
+    let ports = container["ports"].as_array().unwrap();
+    assert_eq!(
+        *ports,
+        [json!({"name": "metrics", "containerPort": 9102, "protocol": "TCP"})]
+    );
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "metrics"})
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "metrics"})
+    );
+    assert_eq!(
+        container["resources"],
+        json!({"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}})
+    );
+
+    // One reaper on every node, tainted or not; never two on one node.
+    let spec = &daemonset(&objects)["spec"];
+    assert_eq!(pod["tolerations"], json!([{"operator": "Exists"}]));
+    assert_eq!(spec["updateStrategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["updateStrategy"]["rollingUpdate"]["maxSurge"], 0);
+    assert_eq!(pod["serviceAccountName"], "prestop-reaper");
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    assert!(pod.get("priorityClassName").is_none());
+    assert!(pod.get("initContainers").is_none());
+}
+
+/// The reaper can reach on the host exactly the directories it may clean, plus its state
+/// directory: one hostPath volume per allowedHostPathPrefixes entry, at /host + prefix.
+#[test]
+fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let (_, config) = shipped_config();
+    let prefixes = &config.allowed_host_path_prefixes;
+    let objects = common::render(&kubectl, OVERLAY);
+    let pod = &daemonset(&objects)["spec"]["template"]["spec"];
+    let mounts = container(&objects)["volumeMounts"].as_array().unwrap();
+    let volumes = pod["volumes"].as_array().unwrap();
+
+    let mut host_paths = BTreeSet::new();
+    for volume in volumes {
+        let name = volume["name"].as_str().unwrap();
+        let fields: BTreeSet<&str> = volume
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let Some(host) = volume.get("hostPath") else {
+            assert_eq!(
+                (name, fields),
+                ("config", BTreeSet::from(["name", "configMap"])),
+                "a volume that is no hostPath is the config"
+            );
+            continue;
+        };
+        let path = host["path"].as_str().unwrap();
+        assert!(host_paths.insert(path.to_owned()), "{path} twice");
+        let used: Vec<&Value> = mounts.iter().filter(|m| m["name"] == name).collect();
+        assert_eq!(used.len(), 1, "{name} is mounted once: {used:?}");
+        let mount = used[0];
+        assert!(mount.get("subPath").is_none() && mount.get("subPathExpr").is_none());
+        assert_ne!(mount["readOnly"], true, "{name}: the reaper writes there");
+        if path == STATE_DIR {
+            assert_eq!(host["type"], "DirectoryOrCreate");
+            assert_eq!(mount["mountPath"], STATE_DIR);
+        } else {
+            assert!(
+                prefixes.iter().any(|p| p == path),
+                "hostPath {path} is not in allowedHostPathPrefixes {prefixes:?}: \
+                 the reaper must reach nothing it may not clean"
+            );
+            assert_eq!(host["type"], "Directory", "{path}: never created by us");
+            assert_eq!(mount["mountPath"], format!("{HOST_ROOT}{path}"));
+            assert_eq!(mount["mountPropagation"], "None", "{path}");
+        }
+    }
+    let expected: BTreeSet<String> = prefixes
+        .iter()
+        .cloned()
+        .chain([STATE_DIR.to_owned()])
+        .collect();
+    assert_eq!(
+        host_paths, expected,
+        "every allowedHostPathPrefixes entry has its hostPath volume"
+    );
+    // Every mount is one of those volumes or the config: nothing else reaches the host.
+    assert_eq!(mounts.len(), volumes.len(), "{mounts:?}");
+    for key in ["hostPID", "hostNetwork", "hostIPC"] {
+        assert_ne!(pod[key], true, "{key}");
+    }
+}
+
+/// A normal config file, with the prefixes the reaper needs to start, none of them a
+/// protected path, and never wider than the webhook's own prefixes.
+#[test]
+fn the_reaper_config_loads_and_allows_only_cleanable_prefixes() {
+    let (_, config) = shipped_config();
+    assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+    assert!(
+        !config.allowed_host_path_prefixes.is_empty(),
+        "the reaper refuses to start without allowedHostPathPrefixes"
+    );
+    for prefix in &config.allowed_host_path_prefixes {
+        assert!(
+            !prestop_injector::mutation::targets::is_protected_host_path(prefix, &config),
+            "{prefix} is (or contains) a protected host path: mounting it would expose it"
+        );
+    }
+    let webhook = std::fs::read_to_string(common::deploy_dir().join("base/config.yaml")).unwrap();
+    let webhook = Config::from_yaml(&webhook).unwrap();
+    for prefix in &config.allowed_host_path_prefixes {
+        let covered = webhook.allowed_host_path_prefixes.is_empty()
+            || webhook
+                .allowed_host_path_prefixes
+                .iter()
+                .any(|w| Path::new(prefix).starts_with(w));
+        assert!(
+            covered,
+            "{prefix} is outside the webhook's {:?}",
+            webhook.allowed_host_path_prefixes
+        );
+    }
+    assert_eq!(
+        config.protected_host_paths, webhook.protected_host_paths,
+        "the reaper protects what the webhook protects"
+    );
+}
+
+/// Exactly pods get/list/watch cluster-wide and events create in `default`; the full lists
+/// are compared so that any widening fails here.
+#[test]
+fn the_reaper_may_read_pods_and_create_events_and_nothing_else() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, OVERLAY);
+    let cluster_role = find(&objects, "ClusterRole", "prestop-reaper");
+    assert_eq!(
+        cluster_role["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])
+    );
+    assert!(cluster_role.get("aggregationRule").is_none());
+    let role = find(&objects, "Role", "prestop-reaper-events");
+    assert_eq!(role["metadata"]["namespace"], "default");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])
+    );
+    let subject = json!([{
+        "kind": "ServiceAccount",
+        "name": "prestop-reaper",
+        "namespace": "prestop-system",
+    }]);
+    for (kind, name, role_kind, namespace) in [
+        (
+            "ClusterRoleBinding",
+            "prestop-reaper",
+            "ClusterRole",
+            Value::Null,
+        ),
+        (
+            "RoleBinding",
+            "prestop-reaper-events",
+            "Role",
+            json!("default"),
+        ),
+    ] {
+        let binding = find(&objects, kind, name);
+        assert_eq!(binding["metadata"]["namespace"], namespace, "{kind}");
+        assert_eq!(binding["subjects"], subject, "{kind}");
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name}),
+            "{kind}"
+        );
+    }
+    // No other RBAC object anywhere in the install (the webhook has none).
+    let rbac: Vec<String> = objects
+        .iter()
+        .filter(|o| {
+            o["apiVersion"]
+                .as_str()
+                .unwrap()
+                .starts_with("rbac.authorization.k8s.io/")
+        })
+        .map(key)
+        .collect();
+    assert_eq!(rbac.len(), 4, "{rbac:?}");
+    let account = find(&objects, "ServiceAccount", "prestop-reaper");
+    assert_eq!(account["metadata"]["namespace"], "prestop-system");
+}
+
+/// Root (to remove files of any uid) with all capabilities dropped but the two that
+/// deleting others' files needs; nothing privileged.
+#[test]
+fn the_reaper_runs_as_root_with_only_the_capabilities_to_delete() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, OVERLAY);
+    let pod = &daemonset(&objects)["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["securityContext"],
+        json!({
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "runAsNonRoot": false,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        })
+    );
+    assert_eq!(
+        container(&objects)["securityContext"],
+        json!({
+            "privileged": false,
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE", "FOWNER"]},
+        })
+    );
+}
+
+/// The reaper runs the webhook's release: the base's `images:` (and a user's own
+/// `images:` on top) reach the DaemonSet too.
+#[test]
+fn the_reaper_image_is_the_deployments_image() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let image = |objects: &[Value]| {
+        let deployment = find(objects, "Deployment", "prestop-injector");
+        let deployed = deployment["spec"]["template"]["spec"]["containers"][0]["image"].clone();
+        assert_eq!(container(objects)["image"], deployed);
+        deployed
+    };
+    let shipped = image(&common::render(&kubectl, OVERLAY));
+    assert_eq!(
+        shipped,
+        json!(prestop_injector::config::DEFAULT_CLEANER_IMAGE)
+    );
+    let mirrored = render_kustomization(
+        &kubectl,
+        "resources: [{deploy}/overlays/cluster-wide-with-reaper]\n\
+         images:\n\
+         - name: ghcr.io/prestop-injector/prestop-injector\n  \
+           newName: registry.example.com/prestop-injector\n  \
+           newTag: 9.9.9\n",
+    );
+    assert_eq!(
+        image(&mirrored),
+        json!("registry.example.com/prestop-injector:9.9.9")
+    );
+}
