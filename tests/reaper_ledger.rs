@@ -54,7 +54,10 @@ fn a_force_deleted_pods_directory_is_due_after_the_delay_once() {
     let mut ledger = Ledger::new(DELAY);
     ledger.list_started();
     assert!(ledger.apply(&injected(1, "/s/a"), t0));
-    assert!(!ledger.apply(&injected(1, "/s/a"), t0), "an update records nothing new");
+    assert!(
+        !ledger.apply(&injected(1, "/s/a"), t0),
+        "an update records nothing new"
+    );
     ledger.list_done(t0);
     ledger.delete("uid-1", t0);
     assert!(due_dirs(&mut ledger, t0 + DELAY - Duration::from_millis(1)).is_empty());
@@ -69,7 +72,15 @@ fn a_force_deleted_pods_directory_is_due_after_the_delay_once() {
 
 #[test]
 fn a_user_above_below_or_at_the_directory_keeps_it() {
-    for user in [exact("/s"), exact("/s/a"), exact("/s/a/x"), HostPath { known: "/s".into(), open: Some(Open::Below) }] {
+    for user in [
+        exact("/s"),
+        exact("/s/a"),
+        exact("/s/a/x"),
+        HostPath {
+            known: "/s".into(),
+            open: Some(Open::Below),
+        },
+    ] {
         let t0 = Instant::now();
         let mut ledger = Ledger::new(DELAY);
         ledger.list_started();
@@ -119,7 +130,10 @@ fn nothing_is_due_out_of_sync_and_a_relist_finds_what_went_meanwhile() {
     ledger.list_done(t0);
     ledger.delete("uid-1", t0);
     ledger.watch_lost();
-    assert!(due_dirs(&mut ledger, t0 + DELAY * 2).is_empty(), "out of sync");
+    assert!(
+        due_dirs(&mut ledger, t0 + DELAY * 2).is_empty(),
+        "out of sync"
+    );
     // The new list: pod 2 went while the watch was down, pod 1's directory still waits.
     let t1 = t0 + DELAY * 3;
     ledger.list_started();
@@ -146,7 +160,10 @@ fn restored_records_wait_for_the_first_list() {
         records.insert(pod.cleanable[0].clone(), vec![entry]);
     }
     ledger.restore(records);
-    assert!(due_dirs(&mut ledger, t0 + DELAY * 2).is_empty(), "no list yet");
+    assert!(
+        due_dirs(&mut ledger, t0 + DELAY * 2).is_empty(),
+        "no list yet"
+    );
     ledger.list_started();
     ledger.apply(&alive, t0);
     ledger.list_done(t0);
@@ -158,7 +175,11 @@ fn restored_records_wait_for_the_first_list() {
 enum Step {
     /// Apply a pod: its uid, the directories it uses (exact or open below), the ones it
     /// records (a subset of its exact uses).
-    Apply { uid: usize, uses: Vec<(usize, bool)>, records: Vec<bool> },
+    Apply {
+        uid: usize,
+        uses: Vec<(usize, bool)>,
+        records: Vec<bool>,
+    },
     Delete(usize),
     ListStarted,
     ListDone,
@@ -193,7 +214,9 @@ struct Model {
 
 impl Model {
     fn known(&self) -> impl Iterator<Item = &PodFacts> {
-        self.pods.values().chain(self.listing.iter().flat_map(|l| l.values()))
+        self.pods
+            .values()
+            .chain(self.listing.iter().flat_map(|l| l.values()))
     }
 
     fn busy(&self, dir: &str) -> bool {
@@ -201,7 +224,9 @@ impl Model {
             pod.cleanable.iter().any(|c| c == dir)
                 || pod.uses.iter().any(|host| {
                     let (a, b) = (host.known.as_str(), dir);
-                    let below = |p: &str, base: &str| base == "/" || p == base || p.starts_with(&format!("{base}/"));
+                    let below = |p: &str, base: &str| {
+                        base == "/" || p == base || p.starts_with(&format!("{base}/"))
+                    };
                     below(a, b) || below(b, a)
                 })
         })
