@@ -309,7 +309,8 @@ impl Reaper {
             .ok_or(("rule", "has a path that is not UTF-8".to_owned()))
     }
 
-    fn save(&mut self) {
+    /// Writes the state file when the records changed since the last write.
+    pub fn save(&mut self) {
         if !self.dirty {
             return;
         }
