@@ -128,6 +128,11 @@ built="$TREE/_output/local/bin/linux/amd64/kube-apiserver"
 install -m 0755 "$built" "$APISERVER.tmp"
 mv "$APISERVER.tmp" "$APISERVER"
 log "built in $(($(date +%s) - start)) s; cached at $APISERVER"
-# The tree and Go build cache are no longer needed (~1 GB); the downloaded tarballs stay.
-rm -rf "$TREE" "$CACHE/gocache"
+# The tree and Go build cache (~1.5 GB) are kept while the node suite's binaries are not
+# built yet: e2e/node/build-kube.sh then compiles only what kube-apiserver did not share
+# with them, in the same tree, and removes both. The downloaded tarballs stay.
+if [[ -x "$CACHE/kubelet-v$KUBE_VERSION" && -x "$CACHE/kube-controller-manager-v$KUBE_VERSION" &&
+  -x "$CACHE/kube-scheduler-v$KUBE_VERSION" ]]; then
+  rm -rf "$TREE" "$CACHE/gocache"
+fi
 echo "$APISERVER"
