@@ -1,0 +1,59 @@
+# The start of both reaper suites (e2e/reaper/run.sh, e2e/reaper/scale.sh): the API
+# server (e2e/setup.sh), our debug binary, a work directory, cleanup by pid on exit, etcd,
+# kube-apiserver, the webhook (with the reaper's configuration), its webhook
+# configurations, namespace e2e, and the reaper (e2e/reaper/lib.sh). Sourced with ROOT and
+# SUITE (the work directory's and /etc/hosts mark's name) set, from $ROOT.
+# PRESTOP_E2E_KEEP=1 keeps the work directory (logs, state file, host tree).
+# shellcheck shell=bash
+
+started=$(date +%s)
+APISERVER=$(bash e2e/setup.sh) || { echo "$SUITE: setup failed" >&2; exit 1; }
+cargo build --locked --quiet --bin prestop-injector || { echo "$SUITE: cargo build failed" >&2; exit 1; }
+BIN="$ROOT/target/debug/prestop-injector"
+
+WORK=$(mktemp -d "/tmp/prestop-$SUITE.XXXXXX")
+WEBHOOK_HOST=prestop-injector.prestop-system.svc
+HOSTS_MARK="# prestop-$SUITE $$"
+PIDS=()
+WEBHOOK_PID=
+REAPER_PID=
+
+log() { echo "$SUITE: $*" >&2; }
+
+cleanup() {
+  local pid
+  [[ -n "$REAPER_PID" ]] && kill "$REAPER_PID" 2>/dev/null && wait "$REAPER_PID" 2>/dev/null
+  [[ -n "$WEBHOOK_PID" ]] && kill "$WEBHOOK_PID" 2>/dev/null
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${PIDS[i]}
+    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  [[ -n "$WEBHOOK_PID" ]] && wait "$WEBHOOK_PID" 2>/dev/null
+  # Our /etc/hosts line only, rewritten in place (/etc/hosts is often a bind mount).
+  if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
+    grep -vF "$HOSTS_MARK" /etc/hosts >"$WORK/hosts" && cat "$WORK/hosts" >/etc/hosts
+  fi
+  if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
+    log "kept $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# shellcheck source=../lib/cluster.sh
+source "$ROOT/e2e/lib/cluster.sh"
+cluster_pki prestop-e2e-reaper-ca
+cluster_start e2e
+# shellcheck source=lib.sh
+source "$ROOT/e2e/reaper/lib.sh"
+remember_apiserver
+log "kube-apiserver $SERVER_VERSION ready on 127.0.0.1:$API_PORT after $(($(date +%s) - started)) s"
+
+start_webhook "$REAPER_CONFIG"
+apply_webhook_configs cluster-wide || { log "applying the webhook configurations failed"; exit 1; }
+k create namespace e2e >/dev/null || exit 1
+start_reaper || exit 1
+log "reaper ready on 127.0.0.1:$REAPER_PORT"
+

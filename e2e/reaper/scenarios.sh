@@ -1,0 +1,246 @@
+# The scenarios of the reaper's e2e suite, sourced by e2e/reaper/run.sh once the cluster,
+# the webhook and the reaper (--delay 2s) run. Each creates its own host directories under
+# $HOST/scratch/<name> (files, dot-files, a nested directory) and pods mounting
+# /scratch/<name>. Outcomes are polled with a deadline (wait_for); where something must
+# NOT happen, the scenario first waits for a positive sign that the reaper has decided
+# (decided(): a later marker directory emptied, or pending_directories going back to 0).
+# shellcheck shell=bash
+
+now() { date +%s.%N; }
+elapsed_at_least() { awk -v a="$1" -v b="$2" -v d="$3" 'BEGIN { exit !(b - a >= d) }'; } # t0 t1 seconds
+# Holds `$2...` for $1 seconds, failing as soon as it does not hold.
+holds_for() {
+  local deadline
+  deadline=$(($(date +%s) + $1))
+  shift
+  while (($(date +%s) < deadline)); do
+    "$@" >/dev/null 2>&1 || return 1
+    sleep 0.2
+  done
+}
+quiet() { "$@" >/dev/null 2>&1; }
+pod_exists() { k get pod -n e2e "$1" >/dev/null 2>&1; }
+pod_gone() { ! pod_exists "$1"; }
+not_recorded() { ! record_of "$1"; }
+create_pod() { # name host-path [annotations]
+  kc create -f - <<<"$(pod "$@")"
+  expect "pod $1 created" test "$STATUS" -eq 0
+}
+
+# 1. The common case.
+emptied() {
+  local name=s1-gone dir="$HOST/scratch/s1-gone"
+  fill "$dir"
+  local emptied_before removed_before t0 t1
+  emptied_before=$(rmetric "${P}directories_emptied_total")
+  removed_before=$(rmetric "${P}entries_removed_total")
+  create_pod $name /scratch/$name
+  expect "the webhook injected it (status annotation, prestop-clean hook)" is_injected $name
+  expect "the reaper recorded its directory in the state file" wait_for 30 record_of $name
+  t0=$(now)
+  force_delete $name
+  expect "the pod is gone" wait_for 30 pod_gone $name
+  expect "its directory is emptied" wait_for 60 is_emptied "$dir"
+  t1=$(now)
+  expect "not before the 2 s delay (took $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s)" \
+    elapsed_at_least "$t0" "$t1" 2
+  expect "the directory itself is kept" test -d "$dir"
+  expect "a ScratchDirectoryEmptied Event on node-a in default names the pod" \
+    wait_for 30 has_node_event ScratchDirectoryEmptied $name
+  expect "directories_emptied +1" test "$(rmetric "${P}directories_emptied_total")" -eq $((emptied_before + 1))
+  expect "entries_removed +7 (3 files, 2 dot-files, 2 directories)" \
+    test "$(rmetric "${P}entries_removed_total")" -eq $((removed_before + 7))
+  expect "no longer recorded" wait_for 10 not_recorded $name
+}
+
+# 2. Another pod using the directory, /scratch above it, or a directory below it.
+still_used() {
+  local name=s2-shared dir="$HOST/scratch/s2-shared" off='"prestop-injector.io/inject": "false"'
+  fill "$dir"
+  create_pod $name /scratch/$name
+  create_pod s2-same /scratch/$name "$off"
+  expect "the webhook injected $name" is_injected $name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  expect "$name is gone" wait_for 30 pod_gone $name
+  # The same directory, still mounted by s2-same.
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "untouched while s2-same mounts the same directory" untouched "$dir"
+  expect "still recorded" record_of $name
+
+  # A directory below it: s2-child comes, then s2-same goes (which schedules it again).
+  create_pod s2-child /scratch/$name/nested "$off"
+  expect "the reaper knows s2-child (pods gauge)" wait_for 30 rmetric_is "${P}pods" 2
+  force_delete s2-same
+  expect "s2-same is gone" wait_for 30 pod_gone s2-same
+  expect "the reaper decided again (a later marker emptied)" decided
+  expect "untouched while s2-child mounts a directory below it" untouched "$dir"
+
+  # /scratch itself, above every directory: no marker can be emptied now, so the proof is
+  # the pending gauge: the directory is pending once s2-child goes (its clock started),
+  # and back to 0 only after take_due has decided on it, which it does at the delay.
+  create_pod s2-parent /scratch "$off"
+  expect "the reaper knows s2-parent" wait_for 30 rmetric_is "${P}pods" 2
+  force_delete s2-child
+  expect "pending once s2-child is gone" wait_for 30 rmetric_is "${P}pending_directories" 1
+  expect "and decided on at the delay (pending 0)" wait_for 30 rmetric_is "${P}pending_directories" 0
+  expect "untouched while s2-parent mounts /scratch" untouched "$dir"
+  expect "still recorded" record_of $name
+
+  # The last user goes: emptied.
+  force_delete s2-parent
+  expect "emptied once no pod uses it" wait_for 60 is_emptied "$dir"
+  expect "ScratchDirectoryEmptied for $name" wait_for 30 has_node_event ScratchDirectoryEmptied $name
+}
+
+# 3. Reconcile from the state file.
+reconcile() {
+  local name=s3-offline dir="$HOST/scratch/s3-offline"
+  fill "$dir"
+  create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  expect "reaper stopped" stop_reaper
+  force_delete $name
+  expect "the pod is gone while the reaper is down" wait_for 30 pod_gone $name
+  expect "untouched while the reaper is down" untouched "$dir"
+  expect "the state file still records it" record_of $name
+  expect "reaper started again" start_reaper
+  expect "emptied on reconcile" wait_for 60 is_emptied "$dir"
+  expect "ScratchDirectoryEmptied for $name" wait_for 30 has_node_event ScratchDirectoryEmptied $name
+  expect "the start logged its restored record" grep -q 'restored=[1-9]' "$REAPER_LOG"
+}
+
+# 4. No status annotation: nothing to record, nothing to empty.
+not_injected() {
+  local name=s4-plain dir="$HOST/scratch/s4-plain"
+  fill "$dir"
+  create_pod $name /scratch/$name '"prestop-injector.io/cleanup": auto, "prestop-injector.io/inject": "false"'
+  expect "not injected (inject: \"false\")" test "$(k get pod -n e2e $name -o json | jq '.metadata.annotations | has("prestop-injector.io/status")')" = false
+  expect "the reaper knows it" wait_for 30 rmetric_is "${P}pods" 1
+  force_delete $name
+  expect "the pod is gone" wait_for 30 pod_gone $name
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "untouched" untouched "$dir"
+  expect "never recorded" not_recorded $name
+}
+
+# 5. --dry-run reports and touches nothing.
+dry_run() {
+  local name=s5-dry dir="$HOST/scratch/s5-dry" before
+  fill "$dir"
+  expect "reaper restarted with --dry-run" restart_reaper --dry-run
+  before=$(rmetric "${P}directories_would_empty_total")
+  create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  expect "directories_would_empty +1" wait_for 60 rmetric_is "${P}directories_would_empty_total" $((before + 1))
+  expect "a ScratchDirectoryWouldEmpty Event names the pod" wait_for 30 has_node_event ScratchDirectoryWouldEmpty $name
+  expect "untouched" untouched "$dir"
+  expect "nothing emptied in dry-run" rmetric_is "${P}directories_emptied_total" 0
+  # The report closes the record: a reaper without --dry-run does not empty it later.
+  expect "reaper restarted without --dry-run" restart_reaper
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "still untouched" untouched "$dir"
+  expect "no Event says it was emptied" test "$(node_events ScratchDirectoryEmptied $name | jq length)" = 0
+}
+
+# 6. The API server goes away and comes back.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+apiserver_down() {
+  local stays=s6-stays down=s6-down after=s6-after restarts ticks t_del t_stop
+  fill "$HOST/scratch/$stays"
+  fill "$HOST/scratch/$down"
+  fill "$HOST/scratch/$after"
+  create_pod $stays /scratch/$stays
+  create_pod $down /scratch/$down
+  expect "both recorded" wait_for 30 record_of $down
+  expect "both recorded" wait_for 30 record_of $stays
+  # A longer delay, so the API server can be down across the moment s6-down is due.
+  expect "reaper restarted with --delay 8s" restart_reaper --delay 8s
+  restarts=$(rmetric "${P}watch_restarts_total")
+  force_delete $down
+  t_del=$(date +%s)
+  expect "s6-down pending" wait_for 30 rmetric_is "${P}pending_directories" 1
+  ticks=$(cpu_ticks "$REAPER_PID")
+  expect "kube-apiserver stopped" stop_apiserver
+  t_stop=$(date +%s)
+  expect "watch_restarts increased" wait_for 60 rmetric_above "${P}watch_restarts_total" "$restarts"
+  expect "synced 0" wait_for 10 rmetric_is "${P}synced" 0
+  # The negative is about time by nature: s6-down is due 8 s after its deletion. Watched
+  # until 3 s past that, it stays untouched and still pending: the reaper holds it.
+  local hold=$((t_del + 11 - $(date +%s)))
+  expect "the watch failed before s6-down was due (${hold} s of the hold left)" test "$hold" -gt 3
+  expect "untouched past its due time while the API server is down" holds_for $((hold > 0 ? hold : 0)) untouched "$HOST/scratch/$down"
+  expect "still pending at the end" rmetric_is "${P}pending_directories" 1
+  expect "kube-apiserver started again (same etcd)" start_apiserver
+  log "apiserver_down: the reaper used $(($(cpu_ticks "$REAPER_PID") - ticks)) CPU ticks (1/100 s) while the API server was down for $(($(date +%s) - t_stop)) s"
+  expect "in sync again" wait_for 60 rmetric_is "${P}synced" 1
+  expect "s6-down emptied once in sync" wait_for 30 is_emptied "$HOST/scratch/$down"
+  expect "watch_restarts shows the failure" rmetric_above "${P}watch_restarts_total" "$restarts"
+  expect "s6-stays still exists" pod_exists $stays
+  create_pod $after /scratch/$after
+  expect "s6-after recorded" wait_for 30 record_of $after
+  force_delete $after
+  expect "s6-after, deleted after the restart, emptied" wait_for 60 is_emptied "$HOST/scratch/$after"
+  expect "s6-stays untouched (no spurious deletion)" untouched "$HOST/scratch/$stays"
+  expect "s6-stays still recorded" record_of $stays
+  expect "reaper back to --delay 2s" restart_reaper
+}
+
+# 7a. The target replaced by a symlink to a canary after the pod is gone.
+symlink_swap() {
+  local name=s7-link dir="$HOST/scratch/s7-link" canary="$WORK/canary" before
+  fill "$dir"
+  fill "$canary"
+  before=$(rmetric "${P}refusals_total{reason=\"cleaner_refused\"}")
+  create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  # Within the 2 s delay: the directory moved aside, a symlink to the canary in its place.
+  mv "$dir" "$dir.orig" && ln -s "$canary" "$dir"
+  expect "refusals{cleaner_refused} +1" wait_for 60 rmetric_is "${P}refusals_total{reason=\"cleaner_refused\"}" $((before + 1))
+  expect "a ScratchDirectoryRefused Event names the pod" wait_for 30 has_node_event ScratchDirectoryRefused $name
+  expect "the canary is untouched" untouched "$canary"
+  expect "the swap came before the reaper's walk (the moved directory is untouched)" untouched "$dir.orig"
+  expect "the symlink is still there" test -L "$dir"
+  expect "the cleaner said why" grep -q 's7-link is a symlink' "$REAPER_LOG"
+}
+
+# 7b. A forged pod: our status annotation and hook written by hand, on a host path the
+# webhook would refuse. The reaper re-derives the target with the webhook's rule.
+forged() {
+  local name=s7-forged canary="$HOST/outside/canary" before mwc
+  fill "$canary"
+  before=$(rmetric "${P}refusals_total{reason=\"not_allowed\"}")
+  mwc=$(k get mutatingwebhookconfigurations -o name)
+  expect "the mutating webhook configuration deleted" quiet k delete $mwc
+  kc create -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  namespace: e2e
+  annotations: {prestop-injector.io/status: '{"version":1,"containers":["app"]}'}
+spec:
+  nodeName: $NODE
+  containers:
+  - name: app
+    image: busybox:1.37
+    command: [sleep, "3600"]
+    lifecycle: {preStop: {exec: {command: [/.prestop-injector/prestop-clean, hook, --target, /data]}}}
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    hostPath: {path: /outside/canary}
+EOF
+  expect "the forged pod is stored as written" test "$STATUS" -eq 0
+  expect "refusals{not_allowed} +1" wait_for 30 rmetric_is "${P}refusals_total{reason=\"not_allowed\"}" $((before + 1))
+  expect "a ScratchDirectoryRefused Event names the pod" wait_for 30 has_node_event ScratchDirectoryRefused $name
+  expect "never recorded" not_recorded $name
+  expect "the webhook configurations applied again" apply_webhook_configs cluster-wide
+  force_delete $name
+  expect "the pod is gone" wait_for 30 pod_gone $name
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "the canary is untouched" untouched "$canary"
+  expect "never recorded" not_recorded $name
+}
