@@ -43,6 +43,28 @@ cluster_pki() { # CA common name
   "$BIN" certs --out "$WORK/webhook" --days 2 >/dev/null 2>&1 || exit 1
 }
 
+# kube-apiserver on API_PORT against the etcd on ETCD_PORT, in the background (its pid is
+# $!), logging to $WORK/apiserver.log. Also what a suite calls to bring it back after a
+# crash (e2e/reaper): same etcd, same port, so every object persists.
+# ServiceAccount admission off (no controller-manager makes tokens); the endpoint
+# reconciler off (the `kubernetes` Endpoints object may not hold a loopback address).
+apiserver_start() {
+  "$APISERVER" \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc \
+    --authorization-mode RBAC \
+    --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --disable-admission-plugins ServiceAccount \
+    --endpoint-reconciler-type none \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --cert-dir "$WORK/apiserver-certs" \
+    >>"$WORK/apiserver.log" 2>&1 &
+}
+
 cluster_start() { # namespace of the kubeconfig's context
   ETCD_PORT=$(free_port)
   ETCD_PEER_PORT=$(free_port)
@@ -67,22 +89,7 @@ cluster_start() { # namespace of the kubeconfig's context
     exit 1
   }
 
-  # ServiceAccount admission off (no controller-manager makes tokens); the endpoint
-  # reconciler off (the `kubernetes` Endpoints object may not hold a loopback address).
-  "$APISERVER" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc \
-    --authorization-mode RBAC \
-    --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-    --disable-admission-plugins ServiceAccount \
-    --endpoint-reconciler-type none \
-    --service-cluster-ip-range 10.96.0.0/16 \
-    --cert-dir "$WORK/apiserver-certs" \
-    >"$WORK/apiserver.log" 2>&1 &
+  apiserver_start
   PIDS+=($!)
 
   export KUBECONFIG="$WORK/kubeconfig"

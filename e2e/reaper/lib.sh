@@ -78,23 +78,10 @@ stop_apiserver() {
   ! curl -sk --max-time 2 "$API_URL/readyz" >/dev/null 2>&1
 }
 
-# The same flags as cluster_start (e2e/lib/cluster.sh), the same etcd and port, so every
-# object persists; its pid takes the old one's place in PIDS.
+# cluster.sh's own start, the same etcd and port, so every object persists; its pid takes
+# the old one's place in PIDS.
 start_apiserver() {
-  "$APISERVER" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-    --service-account-issuer https://kubernetes.default.svc \
-    --authorization-mode RBAC \
-    --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-    --disable-admission-plugins ServiceAccount \
-    --endpoint-reconciler-type none \
-    --service-cluster-ip-range 10.96.0.0/16 \
-    --cert-dir "$WORK/apiserver-certs" \
-    >>"$WORK/apiserver.log" 2>&1 &
+  apiserver_start
   PIDS[APISERVER_INDEX]=$!
   wait_for 90 k get --raw /readyz || {
     log "kube-apiserver did not become ready again"
@@ -174,5 +161,6 @@ decided() {
   wait_for 60 is_emptied "$HOST/scratch/$name"
 }
 
-# The state file holds a record of pod e2e/$1 (the reaper saves after every event).
+# The state file holds a record of pod e2e/$1 (the reaper writes it within a second of a
+# change).
 record_of() { jq -e --arg n "$1" '[.directories[].pods[] | select(.name == $n)] | length > 0' "$REAPER_STATE" >/dev/null; }

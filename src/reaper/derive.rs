@@ -44,6 +44,9 @@ pub struct Refused {
     pub target: String,
     /// A metric label from a closed set.
     pub reason: &'static str,
+    /// Why, as the end of a sentence that starts with the target (no pod name in it, so
+    /// the pods of one workload share it).
+    pub why: String,
     /// The sentence for the log line and the Event.
     pub message: String,
 }
@@ -90,6 +93,7 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
                     ),
                     target,
                     reason,
+                    why,
                 }),
             }
         }

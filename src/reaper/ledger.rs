@@ -148,8 +148,12 @@ impl Ledger {
         }
     }
 
-    /// When the next directory is due, if any is pending.
+    /// When the next directory is due, if any is pending and the ledger is in sync (out
+    /// of sync nothing can be due, so there is nothing to wake up for).
     pub fn next_due(&self) -> Option<Instant> {
+        if !self.synced {
+            return None;
+        }
         self.pending.values().min().copied()
     }
 

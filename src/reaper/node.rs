@@ -35,10 +35,22 @@ pub struct Reaper {
     pub metrics: Arc<Metrics>,
     pub events: Events,
     pub ready: Arc<AtomicBool>,
-    /// Pods whose refused targets have been reported (once per pod, not per update).
+    /// Pods whose refused targets have been logged (once per pod, not per update).
     reported: HashSet<String>,
+    /// Refusals an Event has been sent for: one per container, target and reason, not
+    /// one per pod of a 1,000-pod Job. Cleared when it reaches [`MAX_REFUSAL_EVENTS`].
+    refusal_events: HashSet<String>,
+    /// The records changed since the state file was last written.
     dirty: bool,
 }
+
+/// How many distinct refusals are remembered before an Event may repeat.
+const MAX_REFUSAL_EVENTS: usize = 4096;
+
+/// Changed records are written at most this often: a list of 1,000 new pods is one write,
+/// not 1,000 (each a rewrite of the whole file and two fsyncs). A reaper killed within
+/// this window forgets the newest records, which only means fewer directories emptied.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// The first and the longest wait before the watch is started again after a failure.
 const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
@@ -68,6 +80,7 @@ impl Reaper {
             events,
             ready: Arc::new(AtomicBool::new(false)),
             reported: HashSet::new(),
+            refusal_events: HashSet::new(),
             dirty: false,
         }
     }
@@ -80,6 +93,7 @@ impl Reaper {
         loop {
             let mut stream =
                 watcher(pods.clone(), watcher::Config::default().fields(&selector)).boxed();
+            let mut save_at: Option<tokio::time::Instant> = None;
             loop {
                 let wake = self.ledger.next_due().map(tokio::time::Instant::from_std);
                 tokio::select! {
@@ -99,15 +113,25 @@ impl Reaper {
                         None => break,
                     },
                     _ = tokio::time::sleep_until(wake.unwrap_or_else(far_future)), if wake.is_some() => {}
+                    _ = tokio::time::sleep_until(save_at.unwrap_or_else(far_future)), if save_at.is_some() => {}
                     _ = crate::server::shutdown::signalled(&mut shutdown) => {
                         self.save();
                         return;
                     }
                 }
                 self.act_on_due().await;
-                self.save();
+                let now = tokio::time::Instant::now();
+                match save_at {
+                    Some(at) if at <= now => {
+                        self.save();
+                        save_at = None;
+                    }
+                    None if self.dirty => save_at = Some(now + SAVE_EVERY),
+                    _ => {}
+                }
                 self.update_gauges();
             }
+            self.save();
             self.update_gauges();
             tokio::select! {
                 _ = tokio::time::sleep(retry) => {}
@@ -172,7 +196,16 @@ impl Reaper {
             self.metrics.refused(refused.reason);
             let message = format!("will not empty: {}", refused.message);
             tracing::warn!(reason = refused.reason, pod = %format_args!("{}/{}", facts.namespace, facts.name), "{message}");
-            self.events.send(Kind::Warning, events::REFUSED, &message);
+            let key = format!(
+                "{}\0{}\0{}\0{}",
+                refused.reason, refused.container, refused.target, refused.why
+            );
+            if self.refusal_events.len() >= MAX_REFUSAL_EVENTS {
+                self.refusal_events.clear();
+            }
+            if self.refusal_events.insert(key) {
+                self.events.send(Kind::Warning, events::REFUSED, &message);
+            }
         }
     }
 
