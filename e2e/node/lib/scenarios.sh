@@ -266,6 +266,63 @@ shellless_image() {
   expect "no FailedPreStopHook event" lacks "$(events_for no-shell)" 'FailedPreStopHook'
 }
 
+# --- the node reaper (issue 12): what no hook could clean ---------------------------------
+# A force delete gives the kubelet's minimum grace (2 s): a preStop that first runs the
+# user's `sleep 60` is killed before its cleanup. The reaper, a process on this node
+# watching its pods, empties the directory once the pod is gone and the delay passed.
+cut_off_pod() { # host-dir
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cut-off
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  terminationGracePeriodSeconds: 90
+  containers:
+  - name: app
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo x > /scratch/file; mkdir -p /scratch/d; echo y > /scratch/d/.hidden; trap 'exit 0' TERM; sleep 100001 & wait"]
+    lifecycle: {preStop: {exec: {command: [sleep, "60"]}}}
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+  volumes:
+  - {name: scratch, hostPath: {path: $1, type: DirectoryOrCreate}}
+EOF
+}
+
+reaper_after_force_delete() {
+  local dir="$HOST/reaped/cut-off" port pid config="$WORK/reaper-config.yaml"
+  mkdir -p "$HOST/reaped"
+  echo "allowedHostPathPrefixes: [$HOST/reaped]" >"$config"
+  port=$(free_port)
+  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$WORK/reaper/state.json" \
+    --delay 10s --metrics-listen "127.0.0.1:$port" >"$WORK/reaper.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  reaper_ready() { curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; }
+  expect "the reaper is ready" wait_for 30 reaper_ready
+  kc create -f - <<<"$(cut_off_pod "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  running() { k get pod cut-off -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "the pod runs within 60 s" wait_for 60 running
+  expect "its files appear on the node" wait_for 30 has_file "$dir/d/.hidden"
+  recorded() { jq -e '.directories | length == 1' "$WORK/reaper/state.json" >/dev/null 2>&1; }
+  expect "the reaper recorded its directory" wait_for 30 recorded
+  kc delete pod cut-off --grace-period=0 --force --wait=false
+  gone() { ! k get pod cut-off >/dev/null 2>&1; }
+  expect "the pod is gone from the API at once" wait_for 10 gone
+  # The kubelet kills the container after 2 s; the hook's `sleep 60` never reached the
+  # cleanup, so the files are still there once the container is gone.
+  container_gone() { ! pgrep -f "sleep 100001" >/dev/null; }
+  expect "the kubelet stops the container" wait_for 60 container_gone
+  expect "the preStop did not clean (cut off)" has_file "$dir/file"
+  expect "the reaper empties the directory after its delay" wait_for 60 dir_empty "$dir"
+  expect "it logged the walk" grep -q "emptied $dir: " "$WORK/reaper.log"
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+
 run_scenarios() {
   scenario "seed Job without the webhook: the container cannot start (no bash in busybox)" seed_without_webhook
   scenario "seed Job with the webhook: its file appears; delete --cascade=background empties the host dir, keeps the dir" seed_with_webhook
@@ -274,6 +331,7 @@ run_scenarios() {
   if [[ -n "$CLEANER_BIN" ]]; then
     scenario "cleaner init container: program found, read-only mount, runs as the user, no symlink or mount crossed" cleaner_on_runtime
     scenario "an image without a shell gets its cleanup" shellless_image
+    scenario "force delete cuts the preStop off after 2 s: the node reaper empties the directory" reaper_after_force_delete
   else
     skip "cleaner init container on the real runtime" "the webhook has no cleaner.image yet (issue 10)"
     skip "an image without a shell gets its cleanup" "needs the cleaner program (issue 10)"
