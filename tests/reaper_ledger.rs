@@ -107,6 +107,29 @@ fn a_user_above_below_or_at_the_directory_keeps_it() {
 }
 
 #[test]
+fn a_user_that_appears_after_the_due_time_is_seen_before_the_walk() {
+    let t0 = Instant::now();
+    let mut ledger = Ledger::new(DELAY);
+    ledger.list_started();
+    ledger.apply(&injected(1, "/s/a"), t0);
+    ledger.apply(&injected(2, "/s/b"), t0);
+    ledger.list_done(t0);
+    ledger.delete("uid-1", t0);
+    ledger.delete("uid-2", t0);
+    let due = due_dirs(&mut ledger, t0 + DELAY);
+    assert_eq!(due, ["/s/a", "/s/b"]);
+    // While /s/a is walked, a pod that uses /s/b arrives: the reaper asks again.
+    ledger.apply(&pod(3, vec![exact("/s/b")], vec![]), t0 + DELAY);
+    assert!(ledger.is_free("/s/a"));
+    assert!(!ledger.is_free("/s/b"));
+    ledger.finished("/s/a");
+    // /s/b stays recorded and is scheduled again when its user goes.
+    assert!(ledger.records().contains_key("/s/b"));
+    ledger.delete("uid-3", t0 + DELAY * 2);
+    assert_eq!(due_dirs(&mut ledger, t0 + DELAY * 3), ["/s/b"]);
+}
+
+#[test]
 fn a_pod_recreated_with_the_same_name_keeps_the_directory() {
     let t0 = Instant::now();
     let mut ledger = Ledger::new(DELAY);

@@ -173,7 +173,7 @@ impl Ledger {
         let mut ready = Vec::new();
         for directory in due {
             self.pending.remove(&directory);
-            if self.is_recorded_by_known_pod(&directory) || self.is_in_use(&directory) {
+            if !self.is_free(&directory) {
                 continue;
             }
             let pods = self.records.get(&directory).cloned().unwrap_or_default();
@@ -186,6 +186,13 @@ impl Ledger {
     pub fn finished(&mut self, directory: &str) {
         self.records.remove(directory);
         self.pending.remove(directory);
+    }
+
+    /// Whether `directory` may be emptied now, on what is known now: in sync, none of its
+    /// pods known, no known pod on its line. [`Ledger::take_due`] applies it at the due
+    /// time; the reaper again just before each walk.
+    pub fn is_free(&self, directory: &str) -> bool {
+        self.synced && !self.is_recorded_by_known_pod(directory) && !self.is_in_use(directory)
     }
 
     /// Whether a known pod uses `directory`, a directory above it or one below it.

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::mutation::targets::{
     is_allowed, is_at_or_below, protected_entry, HostPath, PathRefusal,
 };
-use futures_util::StreamExt as _;
+use futures_util::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, watcher, Event};
 use std::collections::HashSet;
@@ -97,20 +97,8 @@ impl Reaper {
             loop {
                 let wake = self.ledger.next_due().map(tokio::time::Instant::from_std);
                 tokio::select! {
-                    item = stream.next() => match item {
-                        Some(Ok(event)) => {
-                            if matches!(event, Event::InitDone) {
-                                retry = RETRY.0;
-                            }
-                            self.on_event(event);
-                        }
-                        Some(Err(error)) => {
-                            self.ledger.watch_lost();
-                            self.metrics.watch_restarts.inc();
-                            tracing::warn!(%error, retry_in = ?retry, "the watch of the node's pods failed; nothing is emptied until a new list is complete");
-                            break;
-                        }
-                        None => break,
+                    item = stream.next() => if !self.on_item(item, &mut retry) {
+                        break;
                     },
                     _ = tokio::time::sleep_until(wake.unwrap_or_else(far_future)), if wake.is_some() => {}
                     _ = tokio::time::sleep_until(save_at.unwrap_or_else(far_future)), if save_at.is_some() => {}
@@ -119,7 +107,25 @@ impl Reaper {
                         return;
                     }
                 }
-                self.act_on_due().await;
+                // One directory at a time, each after the events that came during the walk
+                // before it: a pod that appeared meanwhile keeps its directory.
+                let mut watching = true;
+                for due in self.ledger.take_due(Instant::now()) {
+                    while let Some(item) = stream.next().now_or_never() {
+                        watching = self.on_item(item, &mut retry);
+                        if !watching {
+                            break;
+                        }
+                    }
+                    if !watching {
+                        // The rest stay recorded; the next complete list schedules them.
+                        break;
+                    }
+                    self.act_if_free(&due).await;
+                }
+                if !watching {
+                    break;
+                }
                 let now = tokio::time::Instant::now();
                 match save_at {
                     Some(at) if at <= now => {
@@ -209,13 +215,50 @@ impl Reaper {
         }
     }
 
+    /// One item of the watch; false when the watch failed or ended (start it again).
+    fn on_item(
+        &mut self,
+        item: Option<Result<Event<Pod>, watcher::Error>>,
+        retry: &mut Duration,
+    ) -> bool {
+        match item {
+            Some(Ok(event)) => {
+                if matches!(event, Event::InitDone) {
+                    *retry = RETRY.0;
+                }
+                self.on_event(event);
+                true
+            }
+            Some(Err(error)) => {
+                self.ledger.watch_lost();
+                self.metrics.watch_restarts.inc();
+                tracing::warn!(%error, retry_in = ?retry, "the watch of the node's pods failed; nothing is emptied until a new list is complete");
+                false
+            }
+            None => {
+                self.ledger.watch_lost();
+                false
+            }
+        }
+    }
+
     /// Empties (or, with --dry-run, reports) every directory that is due now.
     pub async fn act_on_due(&mut self) {
         for due in self.ledger.take_due(Instant::now()) {
-            self.act(&due).await;
-            self.ledger.finished(&due.directory);
-            self.dirty = true;
+            self.act_if_free(&due).await;
         }
+    }
+
+    /// Acts on a due directory unless, by now, the ledger is out of sync, a pod that
+    /// recorded it is back, or a pod uses it (it then stays recorded, and the next pod to
+    /// go or the next list schedules it again).
+    async fn act_if_free(&mut self, due: &Due) {
+        if !self.ledger.is_free(&due.directory) {
+            return;
+        }
+        self.act(due).await;
+        self.ledger.finished(&due.directory);
+        self.dirty = true;
     }
 
     async fn act(&self, due: &Due) {
