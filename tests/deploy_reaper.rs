@@ -1,7 +1,8 @@
 //! The node reaper's packaging (deploy/components/reaper, SPEC §13): it renders and
 //! validates with every install, starts in --dry-run, mounts exactly the host directories
 //! it may clean, has exactly the API access and the capabilities docs/INSTALL.md lists,
-//! and runs the webhook's image.
+//! runs the webhook's image, and lives in its own `privileged` namespace, prestop-reaper,
+//! while the webhook's prestop-system stays `restricted`.
 
 #[path = "support/deploy.rs"]
 mod common;
@@ -15,6 +16,9 @@ use std::path::{Component, Path, PathBuf};
 const OVERLAY: &str = "cluster-wide-with-reaper";
 const STATE_DIR: &str = "/var/lib/prestop-injector/reaper";
 const HOST_ROOT: &str = "/host";
+/// The reaper's own namespace (components/reaper/namespace.yaml); the webhook's stays
+/// prestop-system.
+const NAMESPACE: &str = "prestop-reaper";
 
 fn component_dir() -> PathBuf {
     common::deploy_dir().join("components/reaper")
@@ -90,63 +94,76 @@ fn key(object: &Value) -> String {
     )
 }
 
-/// What the Component adds, by kind/namespace/name (the ConfigMap's hash suffix cut).
+/// What the Component adds, by kind/namespace/name (the ConfigMap's hash suffix cut):
+/// its Namespace, the namespaced objects in it, the Events Role and RoleBinding in
+/// `default`, and the cluster-wide RBAC.
 fn reaper_keys() -> BTreeSet<String> {
     [
-        "ServiceAccount/prestop-system/prestop-reaper",
+        "Namespace//prestop-reaper",
+        "ServiceAccount/prestop-reaper/prestop-reaper",
         "ClusterRole//prestop-reaper",
         "ClusterRoleBinding//prestop-reaper",
         "Role/default/prestop-reaper-events",
         "RoleBinding/default/prestop-reaper-events",
-        "ConfigMap/prestop-system/prestop-reaper-config",
-        "DaemonSet/prestop-system/prestop-reaper",
+        "ConfigMap/prestop-reaper/prestop-reaper-config",
+        "DaemonSet/prestop-reaper/prestop-reaper",
     ]
     .map(String::from)
     .into()
 }
 
 fn without_hash(key: String) -> String {
-    match key.strip_prefix("ConfigMap/prestop-system/prestop-reaper-config-") {
-        Some(_) => "ConfigMap/prestop-system/prestop-reaper-config".to_owned(),
+    match key.strip_prefix("ConfigMap/prestop-reaper/prestop-reaper-config-") {
+        Some(_) => "ConfigMap/prestop-reaper/prestop-reaper-config".to_owned(),
         None => key,
     }
 }
 
-/// The Component adds exactly its objects, changes no object of the install except the
-/// Namespace's Pod Security label, and the result validates strictly, on its own overlay
-/// and combined with the other two installs as docs/INSTALL.md shows.
+/// Every install with the reaper, as docs/INSTALL.md shows them: its own overlay and the
+/// Component on top of the other two installs; each with the same install without it.
+fn installs_with_reaper(kubectl: &Path) -> [(&'static str, Vec<Value>, Vec<Value>); 3] {
+    [
+        (
+            OVERLAY,
+            common::render(kubectl, OVERLAY),
+            common::render(kubectl, "cluster-wide"),
+        ),
+        (
+            "namespace-opt-in + reaper",
+            render_kustomization(
+                kubectl,
+                "resources: [{deploy}/overlays/namespace-opt-in]\n\
+                 components: [{deploy}/components/reaper]\n",
+            ),
+            common::render(kubectl, "namespace-opt-in"),
+        ),
+        (
+            "cert-manager + reaper",
+            render_kustomization(
+                kubectl,
+                "resources: [{deploy}/overlays/cert-manager]\n\
+                 components: [{deploy}/components/reaper]\n",
+            ),
+            common::render(kubectl, "cert-manager"),
+        ),
+    ]
+}
+
+fn labels(objects: &[Value], namespace: &str) -> Value {
+    find(objects, "Namespace", namespace)["metadata"]["labels"].clone()
+}
+
+/// The Component adds exactly its objects, changes no object of the install (the
+/// prestop-system Namespace included: its Pod Security labels stay as they are), and the
+/// result validates strictly, on its own overlay and combined with the other two installs
+/// as docs/INSTALL.md shows.
 #[test]
 fn the_reaper_renders_validates_and_adds_only_its_objects() {
     let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
     else {
         return;
     };
-    let combined = [
-        (
-            OVERLAY,
-            common::render(&kubectl, OVERLAY),
-            common::render(&kubectl, "cluster-wide"),
-        ),
-        (
-            "namespace-opt-in + reaper",
-            render_kustomization(
-                &kubectl,
-                "resources: [{deploy}/overlays/namespace-opt-in]\n\
-                 components: [{deploy}/components/reaper]\n",
-            ),
-            common::render(&kubectl, "namespace-opt-in"),
-        ),
-        (
-            "cert-manager + reaper",
-            render_kustomization(
-                &kubectl,
-                "resources: [{deploy}/overlays/cert-manager]\n\
-                 components: [{deploy}/components/reaper]\n",
-            ),
-            common::render(&kubectl, "cert-manager"),
-        ),
-    ];
-    for (label, with, without) in &combined {
+    for (label, with, without) in &installs_with_reaper(&kubectl) {
         let label = label.replace(' ', "");
         common::validate(&validator, &label, with);
         let before: BTreeSet<String> = without.iter().map(key).collect();
@@ -159,9 +176,6 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
         );
         for object in without {
             let rendered = with.iter().find(|o| key(o) == key(object)).unwrap();
-            if object["kind"] == "Namespace" {
-                continue;
-            }
             assert_eq!(
                 rendered,
                 object,
@@ -172,26 +186,127 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
     }
 }
 
-/// hostPath volumes need Pod Security `privileged`: without the label change every reaper
-/// pod would be refused. Only the Component loosens it.
+/// hostPath volumes need Pod Security `privileged`: the reaper gets its own namespace that
+/// enforces it (audit and warn stay `restricted`), and the webhook's prestop-system
+/// enforces `restricted` in every install, with the reaper or without it.
 #[test]
-fn prestop_system_allows_the_reaper_only_with_the_reaper() {
+fn the_reaper_namespace_is_privileged_and_prestop_system_stays_restricted() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
-    let label = |overlay: &str| {
-        let objects = common::render(&kubectl, overlay);
-        find(&objects, "Namespace", "prestop-system")["metadata"]["labels"].clone()
-    };
-    let with = label(OVERLAY);
-    assert_eq!(with["pod-security.kubernetes.io/enforce"], "privileged");
-    assert_eq!(with["pod-security.kubernetes.io/audit"], "restricted");
-    for overlay in ["cluster-wide", "namespace-opt-in", "cert-manager"] {
-        let without = label(overlay);
+    let restricted = |label: &str, objects: &[Value]| {
+        let labels = labels(objects, "prestop-system");
         assert_eq!(
-            without["pod-security.kubernetes.io/enforce"], "restricted",
-            "{overlay}"
+            labels["pod-security.kubernetes.io/enforce"], "restricted",
+            "{label}: prestop-system"
         );
+        for mode in ["audit", "warn"] {
+            let value = &labels[format!("pod-security.kubernetes.io/{mode}")];
+            assert!(
+                value.is_null() || value == "restricted",
+                "{label}: prestop-system {mode} {value}"
+            );
+        }
+    };
+    for overlay in common::OVERLAYS {
+        let objects = common::render(&kubectl, overlay);
+        restricted(overlay, &objects);
+        let has_reaper = objects
+            .iter()
+            .any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "prestop-reaper");
+        let namespace = objects
+            .iter()
+            .any(|o| o["kind"] == "Namespace" && o["metadata"]["name"] == NAMESPACE);
+        assert_eq!(
+            namespace, has_reaper,
+            "{overlay}: the {NAMESPACE} Namespace comes with the reaper only"
+        );
+    }
+    for (label, with, without) in &installs_with_reaper(&kubectl) {
+        restricted(label, with);
+        restricted(label, without);
+        assert_eq!(
+            labels(with, NAMESPACE),
+            json!({
+                "app.kubernetes.io/name": "prestop-reaper",
+                "app.kubernetes.io/part-of": "prestop-injector",
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/audit": "restricted",
+                "pod-security.kubernetes.io/warn": "restricted",
+            }),
+            "{label}: {NAMESPACE}"
+        );
+    }
+}
+
+/// Every namespaced object of the reaper is in prestop-reaper, except the Events Role and
+/// RoleBinding (in `default`, where Node events are); nothing but the reaper is in
+/// prestop-reaper, and nothing of the reaper in prestop-system. For every install with
+/// the reaper: the base's `namespace: prestop-system` must not reach the Component.
+#[test]
+fn every_reaper_object_is_in_the_reaper_namespace() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding"];
+    for (label, with, _) in &installs_with_reaper(&kubectl) {
+        let reaper: Vec<&Value> = with
+            .iter()
+            .filter(|o| o["metadata"]["labels"]["app.kubernetes.io/name"] == "prestop-reaper")
+            .collect();
+        let keys: BTreeSet<String> = reaper.iter().map(|o| without_hash(key(o))).collect();
+        assert_eq!(keys, reaper_keys(), "{label}: the reaper's objects");
+        for object in &reaper {
+            let kind = object["kind"].as_str().unwrap();
+            let namespace = &object["metadata"]["namespace"];
+            if cluster_scoped.contains(&kind) {
+                assert!(namespace.is_null(), "{label}: {}", key(object));
+            } else if kind == "Role" || kind == "RoleBinding" {
+                assert_eq!(namespace, "default", "{label}: {}", key(object));
+            } else {
+                assert_eq!(namespace, NAMESPACE, "{label}: {}", key(object));
+            }
+        }
+        for object in with {
+            if object["metadata"]["namespace"] == NAMESPACE {
+                assert!(
+                    reaper.contains(&object),
+                    "{label}: {} is no reaper object",
+                    key(object)
+                );
+            }
+        }
+        // The pods follow their DaemonSet; nothing in the template points elsewhere.
+        let template = &daemonset(with)["spec"]["template"];
+        assert!(template["metadata"]["namespace"].is_null(), "{label}");
+    }
+}
+
+/// A `namespace:` over the reaper would rename both Namespaces to one name; kustomize
+/// refuses that, so the reaper cannot be folded into the webhook's namespace (or any
+/// other) without anyone noticing.
+#[test]
+fn a_namespace_over_the_reaper_fails_to_render() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    for namespace in ["prestop-system", "elsewhere"] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let deploy = relative(&root, &common::deploy_dir().canonicalize().unwrap());
+        let text = format!(
+            "resources: [{}/overlays/{OVERLAY}]\nnamespace: {namespace}\n",
+            deploy.display()
+        );
+        std::fs::write(root.join("kustomization.yaml"), text).unwrap();
+        let output = std::process::Command::new(&kubectl)
+            .arg("kustomize")
+            .arg(&root)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "namespace: {namespace} rendered");
+        assert!(stderr.contains("ID conflict"), "{namespace}: {stderr}");
     }
 }
 
@@ -404,61 +519,73 @@ fn the_reaper_may_read_pods_and_create_events_and_nothing_else() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
-    let objects = common::render(&kubectl, OVERLAY);
-    let cluster_role = find(&objects, "ClusterRole", "prestop-reaper");
-    assert_eq!(
-        cluster_role["rules"],
-        json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])
-    );
-    assert!(cluster_role.get("aggregationRule").is_none());
-    let role = find(&objects, "Role", "prestop-reaper-events");
-    assert_eq!(role["metadata"]["namespace"], "default");
-    assert_eq!(
-        role["rules"],
-        json!([{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])
-    );
-    let subject = json!([{
-        "kind": "ServiceAccount",
-        "name": "prestop-reaper",
-        "namespace": "prestop-system",
-    }]);
-    for (kind, name, role_kind, namespace) in [
-        (
-            "ClusterRoleBinding",
-            "prestop-reaper",
-            "ClusterRole",
-            Value::Null,
-        ),
-        (
-            "RoleBinding",
-            "prestop-reaper-events",
-            "Role",
-            json!("default"),
-        ),
-    ] {
-        let binding = find(&objects, kind, name);
-        assert_eq!(binding["metadata"]["namespace"], namespace, "{kind}");
-        assert_eq!(binding["subjects"], subject, "{kind}");
+    for (label, objects, _) in &installs_with_reaper(&kubectl) {
+        let cluster_role = find(objects, "ClusterRole", "prestop-reaper");
         assert_eq!(
-            binding["roleRef"],
-            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name}),
-            "{kind}"
+            cluster_role["rules"],
+            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])
+        );
+        assert!(cluster_role.get("aggregationRule").is_none());
+        let role = find(objects, "Role", "prestop-reaper-events");
+        assert_eq!(role["metadata"]["namespace"], "default");
+        assert_eq!(
+            role["rules"],
+            json!([{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}])
+        );
+        let subject = json!([{
+            "kind": "ServiceAccount",
+            "name": "prestop-reaper",
+            "namespace": NAMESPACE,
+        }]);
+        for (kind, name, role_kind, namespace) in [
+            (
+                "ClusterRoleBinding",
+                "prestop-reaper",
+                "ClusterRole",
+                Value::Null,
+            ),
+            (
+                "RoleBinding",
+                "prestop-reaper-events",
+                "Role",
+                json!("default"),
+            ),
+        ] {
+            let binding = find(objects, kind, name);
+            assert_eq!(
+                binding["metadata"]["namespace"], namespace,
+                "{label}: {kind}"
+            );
+            assert_eq!(binding["subjects"], subject, "{label}: {kind}");
+            assert_eq!(
+                binding["roleRef"],
+                json!({"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name}),
+                "{label}: {kind}"
+            );
+        }
+        // No other RBAC object anywhere in the install (the webhook has none).
+        let rbac: Vec<String> = objects
+            .iter()
+            .filter(|o| {
+                o["apiVersion"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("rbac.authorization.k8s.io/")
+            })
+            .map(key)
+            .collect();
+        assert_eq!(rbac.len(), 4, "{label}: {rbac:?}");
+        let account = find(objects, "ServiceAccount", "prestop-reaper");
+        assert_eq!(account["metadata"]["namespace"], NAMESPACE);
+        assert_eq!(
+            daemonset(objects)["spec"]["template"]["spec"]["serviceAccountName"],
+            account["metadata"]["name"]
+        );
+        assert_eq!(
+            daemonset(objects)["metadata"]["namespace"],
+            account["metadata"]["namespace"]
         );
     }
-    // No other RBAC object anywhere in the install (the webhook has none).
-    let rbac: Vec<String> = objects
-        .iter()
-        .filter(|o| {
-            o["apiVersion"]
-                .as_str()
-                .unwrap()
-                .starts_with("rbac.authorization.k8s.io/")
-        })
-        .map(key)
-        .collect();
-    assert_eq!(rbac.len(), 4, "{rbac:?}");
-    let account = find(&objects, "ServiceAccount", "prestop-reaper");
-    assert_eq!(account["metadata"]["namespace"], "prestop-system");
 }
 
 /// Root (to remove files of any uid) with all capabilities dropped but the two that
