@@ -99,12 +99,15 @@ impl Ledger {
 
     /// A pod is gone from the API.
     pub fn delete(&mut self, uid: &str, now: Instant) {
-        let mut gone = self.pods.remove(uid);
-        if let Some(listing) = &mut self.listing {
-            gone = listing.remove(uid).or(gone);
+        let listed = self
+            .listing
+            .as_mut()
+            .and_then(|listing| listing.remove(uid));
+        // It used its directories until now (as last listed and as last watched): a
+        // pending one gets its full delay from here.
+        for uses in [self.pods.remove(uid), listed].into_iter().flatten() {
+            self.restart_clocks(&uses, now);
         }
-        // It used its directories until now: a pending one gets its full delay from here.
-        self.restart_clocks(&gone.unwrap_or_default(), now);
         self.schedule_orphans(now);
     }
 
@@ -119,11 +122,13 @@ impl Ledger {
     /// directory whose pods are not in it is scheduled (a restart's reconcile).
     pub fn list_done(&mut self, now: Instant) {
         if let Some(listing) = self.listing.take() {
-            // Pods that went while the watch was down went at some moment until now.
+            // Pods that went while the watch was down went at some moment until now; so
+            // did a use that the list no longer shows (volumes do not change, but the
+            // rule must not depend on it).
             let gone: Vec<HostPath> = self
                 .pods
                 .iter()
-                .filter(|(uid, _)| !listing.contains_key(*uid))
+                .filter(|(uid, uses)| listing.get(*uid) != Some(*uses))
                 .flat_map(|(_, uses)| uses.iter().cloned())
                 .collect();
             self.pods = listing;
@@ -142,9 +147,15 @@ impl Ledger {
 
     /// The pods of a list that never completed stay known until a list completes
     /// without them: they existed a moment ago.
+    /// A pod in both keeps the uses of both (conservative, and needs no clock).
     fn keep_unfinished_listing(&mut self) {
-        if let Some(listing) = self.listing.take() {
-            self.pods.extend(listing);
+        for (uid, uses) in self.listing.take().unwrap_or_default() {
+            let known = self.pods.entry(uid).or_default();
+            for host in uses {
+                if !known.contains(&host) {
+                    known.push(host);
+                }
+            }
         }
     }
 
