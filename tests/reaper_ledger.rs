@@ -265,7 +265,7 @@ impl Model {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(ProptestConfig::with_cases(4096))]
 
     #[test]
     fn due_only_when_in_sync_free_and_free_for_the_delay(steps in prop::collection::vec(step(), 1..60)) {
