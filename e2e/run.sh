@@ -26,19 +26,11 @@ WEBHOOK_PID=
 
 log() { echo "e2e: $*" >&2; }
 
+# shellcheck source=lib/cluster.sh
+source "$ROOT/e2e/lib/cluster.sh"
+
 cleanup() {
-  local pid
-  [[ -n "$WEBHOOK_PID" ]] && kill "$WEBHOOK_PID" 2>/dev/null
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-    pid=${PIDS[i]}
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  done
-  [[ -n "$WEBHOOK_PID" ]] && wait "$WEBHOOK_PID" 2>/dev/null
-  # Our /etc/hosts line only (another run's mark has another pid). Rewritten in place:
-  # /etc/hosts is often a bind mount, which a rename (sed -i) cannot replace.
-  if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
-    grep -vF "$HOSTS_MARK" /etc/hosts >"$WORK/hosts" && cat "$WORK/hosts" >/etc/hosts
-  fi
+  cluster_stop
   if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
     log "kept $WORK"
   else
@@ -48,8 +40,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# shellcheck source=lib/cluster.sh
-source "$ROOT/e2e/lib/cluster.sh"
 cluster_pki prestop-e2e-ca
 cluster_start e2e
 log "kube-apiserver $SERVER_VERSION ready on 127.0.0.1:$API_PORT after $(($(date +%s) - started)) s"

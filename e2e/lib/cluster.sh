@@ -1,7 +1,7 @@
 # A loopback etcd and kube-apiserver with openssl-made certificates and an admin
 # kubeconfig, shared by e2e/run.sh (the API server alone) and e2e/node/run.sh (with a
 # node). Sourced, not run. The caller sets WORK, BIN (our binary), APISERVER,
-# WEBHOOK_HOST and HOSTS_MARK, keeps a PIDS array that its cleanup stops in reverse, and
+# WEBHOOK_HOST and HOSTS_MARK, keeps a PIDS array (cluster_stop stops it newest first), and
 # defines log(). After cluster_start: KUBECONFIG, API_PORT, API_URL, WEBHOOK_PORT,
 # PROBE_PORT, SERVER_VERSION, PKI, and k() (kubectl with a request timeout).
 
@@ -123,6 +123,24 @@ KUBECONFIG
   # own line even when another run's is there: that run removes its line when it ends,
   # and creates would fail mid-run (seen with two suites at once).
   echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
+}
+
+# Stops what cluster_start and start_webhook started — the webhook, then PIDS newest
+# first — and removes our /etc/hosts line only (another run's mark has another pid),
+# rewritten in place: /etc/hosts is often a bind mount, which a rename (sed -i) cannot
+# replace. Each suite's exit trap calls it, then removes its own work directory.
+cluster_stop() {
+  local pid i
+  [[ -n "${WEBHOOK_PID:-}" ]] && kill "$WEBHOOK_PID" 2>/dev/null
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${PIDS[i]}
+    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  [[ -n "${WEBHOOK_PID:-}" ]] && wait "$WEBHOOK_PID" 2>/dev/null
+  if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
+    grep -vF "$HOSTS_MARK" /etc/hosts >"$WORK/hosts" && cat "$WORK/hosts" >/etc/hosts
+  fi
+  return 0
 }
 
 # Our webhook on WEBHOOK_PORT (probes on PROBE_PORT) with the certs of cluster_pki.

@@ -55,6 +55,8 @@ NODE_NAMESPACE=$NS
 
 log() { echo "e2e/node: $*" >&2; }
 
+# shellcheck source=../lib/cluster.sh
+source "$ROOT/e2e/lib/cluster.sh"
 # shellcheck source=lib/node.sh
 source "$HERE/lib/node.sh"
 # shellcheck source=lib/images.sh
@@ -62,7 +64,7 @@ source "$HERE/lib/images.sh"
 
 TEARDOWN_CHECKED=0
 cleanup() {
-  local pid m
+  local m
   node_stop
   # A run that stopped early (a failed start, ^C) still checks what the node left.
   if ((!TEARDOWN_CHECKED)) && ((${#NODE_SYSCTLS_SAVED[@]})); then
@@ -71,15 +73,7 @@ cleanup() {
   fi
   # Mounts a scenario planted (and did not get to remove).
   for m in $(node_mounts_below "$HOST"); do umount "$m" 2>/dev/null || umount -l "$m"; done
-  [[ -n "$WEBHOOK_PID" ]] && kill "$WEBHOOK_PID" 2>/dev/null
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-    pid=${PIDS[i]}
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  done
-  [[ -n "$WEBHOOK_PID" ]] && wait "$WEBHOOK_PID" 2>/dev/null
-  if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
-    grep -vF "$HOSTS_MARK" /etc/hosts >"$WORK/hosts" && cat "$WORK/hosts" >/etc/hosts
-  fi
+  cluster_stop
   if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
     log "kept $WORK and $HOST"
   else
@@ -94,8 +88,6 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-# shellcheck source=../lib/cluster.sh
-source "$ROOT/e2e/lib/cluster.sh"
 cluster_pki prestop-e2e-node-ca
 cluster_start "$NS"
 

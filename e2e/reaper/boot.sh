@@ -26,19 +26,12 @@ REAPER_PID=
 
 log() { echo "$SUITE: $*" >&2; }
 
+# shellcheck source=../lib/cluster.sh
+source "$ROOT/e2e/lib/cluster.sh"
+
 cleanup() {
-  local pid
   [[ -n "$REAPER_PID" ]] && kill "$REAPER_PID" 2>/dev/null && wait "$REAPER_PID" 2>/dev/null
-  [[ -n "$WEBHOOK_PID" ]] && kill "$WEBHOOK_PID" 2>/dev/null
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-    pid=${PIDS[i]}
-    kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  done
-  [[ -n "$WEBHOOK_PID" ]] && wait "$WEBHOOK_PID" 2>/dev/null
-  # Our /etc/hosts line only, rewritten in place (/etc/hosts is often a bind mount).
-  if grep -qF "$HOSTS_MARK" /etc/hosts 2>/dev/null; then
-    grep -vF "$HOSTS_MARK" /etc/hosts >"$WORK/hosts" && cat "$WORK/hosts" >/etc/hosts
-  fi
+  cluster_stop
   if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
     log "kept $WORK"
   else
@@ -48,8 +41,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# shellcheck source=../lib/cluster.sh
-source "$ROOT/e2e/lib/cluster.sh"
 cluster_pki prestop-e2e-reaper-ca
 cluster_start e2e
 # shellcheck source=lib.sh

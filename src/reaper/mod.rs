@@ -96,19 +96,12 @@ pub struct ReapArgs {
         default_value = "default"
     )]
     pub event_namespace: String,
-    #[arg(
-        long,
-        env = "PRESTOP_INJECTOR_LOG_FORMAT",
-        value_enum,
-        default_value = "text"
-    )]
-    pub log_format: logging::LogFormat,
-    #[arg(long, env = "PRESTOP_INJECTOR_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
+    #[command(flatten)]
+    pub log: logging::LogArgs,
 }
 
 pub fn run(args: ReapArgs) -> anyhow::Result<ExitCode> {
-    logging::init(args.log_format, &args.log_level)?;
+    args.log.init()?;
     let config = Config::load(&args.config)?;
     check_setup(&args, &config)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

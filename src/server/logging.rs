@@ -10,6 +10,29 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--log-format` and `--log-level`, shared by `serve` and `reap`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// Log line format.
+    #[arg(
+        long,
+        env = "PRESTOP_INJECTOR_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// Log level or filter (RUST_LOG wins when set). `debug` logs every review.
+    #[arg(long, env = "PRESTOP_INJECTOR_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+impl LogArgs {
+    /// [`init`] with these flags.
+    pub fn init(&self) -> anyhow::Result<()> {
+        init(self.log_format, &self.log_level)
+    }
+}
+
 /// Installs the global subscriber. `RUST_LOG`, when set, wins over `level` so an operator
 /// can raise one module's level without a new flag.
 pub fn init(format: LogFormat, level: &str) -> anyhow::Result<()> {

@@ -82,17 +82,8 @@ pub struct ServeFlags {
     /// Configuration file (YAML); defaults apply when absent.
     #[arg(long, env = "PRESTOP_INJECTOR_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Log line format.
-    #[arg(
-        long,
-        env = "PRESTOP_INJECTOR_LOG_FORMAT",
-        value_enum,
-        default_value = "text"
-    )]
-    pub log_format: logging::LogFormat,
-    /// Log level or filter (RUST_LOG wins when set). `debug` logs every review.
-    #[arg(long, env = "PRESTOP_INJECTOR_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
+    #[command(flatten)]
+    pub log: logging::LogArgs,
     /// Close a connection after its current request once it is older than this, so the
     /// API server's keep-alive connections rebalance across replicas.
     #[arg(long, env = "PRESTOP_INJECTOR_MAX_CONNECTION_AGE", default_value = "5m", value_name = "DURATION", value_parser = duration::parse_flag)]
@@ -134,7 +125,7 @@ pub struct ServeFlags {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let args = *args.flags;
-    logging::init(args.log_format, &args.log_level)?;
+    args.log.init()?;
     let config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
