@@ -5,7 +5,8 @@
 #
 # Why build: no registry reachable from CI ships a kube-apiserver binary, but Debian
 # bookworm's source package `kubernetes` is the full upstream v1.20.2 tree with vendor/,
-# which Debian's Go 1.19 builds offline in ~10 minutes on 2 cores (issue #11).
+# which Debian's Go 1.19 builds offline in 4 (idle) to 13 (loaded) minutes on 2 cores
+# (issue #11).
 #
 # The binary is cached outside the repository, keyed by version, so CI on the same machine
 # reuses it: $PRESTOP_E2E_CACHE/kube-apiserver-v1.20.2 (default /var/cache/prestop-e2e).
