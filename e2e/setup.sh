@@ -60,7 +60,7 @@ TREE="$SRC/tree"
 kube_source_tree "$SRC" "$TREE"
 kube_version_file "$SRC/version-vars" "$KUBE_VERSION"
 
-log "building kube-apiserver v$KUBE_VERSION (about 10 minutes on 2 cores)"
+log "building kube-apiserver v$KUBE_VERSION (4 to 13 minutes on 2 cores)"
 start=$(date +%s)
 (
   cd "$TREE"
