@@ -31,11 +31,7 @@ source "$ROOT/e2e/lib/cluster.sh"
 
 cleanup() {
   cluster_stop
-  if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
-    log "kept $WORK"
-  else
-    rm -rf "$WORK"
-  fi
+  remove_work "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

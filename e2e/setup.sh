@@ -62,18 +62,7 @@ kube_version_file "$SRC/version-vars" "$KUBE_VERSION"
 
 log "building kube-apiserver v$KUBE_VERSION (4 to 13 minutes on 2 cores)"
 start=$(date +%s)
-(
-  cd "$TREE"
-  export CGO_ENABLED=0 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=
-  export KUBE_GIT_VERSION_FILE="$SRC/version-vars"
-  export GOCACHE="$CACHE/gocache"
-  nice -n 10 make WHAT=cmd/kube-apiserver >&2
-)
-built="$TREE/_output/local/bin/linux/amd64/kube-apiserver"
-[[ -x "$built" ]] || built=$(find "$TREE/_output" -name kube-apiserver -type f -perm -u+x | head -n1)
-"$built" --version >&2
-install -m 0755 "$built" "$APISERVER.tmp"
-mv "$APISERVER.tmp" "$APISERVER"
+kube_build "$TREE" "$CACHE/gocache" "$SRC/version-vars" "$CACHE" "$KUBE_VERSION" kube-apiserver
 log "built in $(($(date +%s) - start)) s; cached at $APISERVER"
 # The tree and Go build cache (~1.5 GB) are kept while the node suite's binaries are not
 # built yet: e2e/node/build-kube.sh then compiles only what kube-apiserver did not share

@@ -143,6 +143,15 @@ cluster_stop() {
   return 0
 }
 
+# Removes the suite's work directories, or keeps them for a look with PRESTOP_E2E_KEEP=1.
+remove_work() { # directory...
+  if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
+    log "kept $*"
+  else
+    rm -rf "$@"
+  fi
+}
+
 # Our webhook on WEBHOOK_PORT (probes on PROBE_PORT) with the certs of cluster_pki.
 # KUBECONFIG is exported: outside a cluster, `serve` learns the version through it.
 start_webhook() { # config file

@@ -73,3 +73,28 @@ KUBE_GIT_MAJOR='1'
 KUBE_GIT_MINOR='20'
 VARS
 }
+
+# Builds the named commands in TREE (statically, offline, with the Go cache and version
+# file given) and installs each as CACHE/<name>-v<version>, atomically (a temp name, then a
+# rename), after it has answered --version.
+kube_build() { # tree gocache version-file cache version name...
+  local tree=$1 gocache=$2 version_file=$3 cache=$4 version=$5 name built what=()
+  shift 5
+  for name in "$@"; do what+=("cmd/$name"); done
+  (
+    cd "$tree"
+    export CGO_ENABLED=0 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=
+    export KUBE_GIT_VERSION_FILE="$version_file"
+    # kubelet links cgo by default; the node suite runs it static, like the others.
+    export KUBE_STATIC_OVERRIDES=kubelet
+    export GOCACHE="$gocache"
+    nice -n 10 make WHAT="${what[*]}" >&2
+  ) || return 1
+  for name in "$@"; do
+    built="$tree/_output/local/bin/linux/amd64/$name"
+    [[ -x "$built" ]] || built=$(find "$tree/_output" -name "$name" -type f -perm -u+x | head -n1)
+    "$built" --version >&2 || return 1
+    install -m 0755 "$built" "$cache/$name-v$version.tmp"
+    mv "$cache/$name-v$version.tmp" "$cache/$name-v$version"
+  done
+}

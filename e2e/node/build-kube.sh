@@ -64,20 +64,6 @@ fi
 
 log "building ${BINS[*]} v$KUBE_VERSION (about 1.5 minutes in the API server's tree, 6 alone, on 2 cores)"
 start=$(date +%s)
-(
-  cd "$TREE"
-  export CGO_ENABLED=0 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=
-  export KUBE_GIT_VERSION_FILE="$VERSION_FILE"
-  export KUBE_STATIC_OVERRIDES=kubelet
-  export GOCACHE="$GOCACHE_DIR"
-  nice -n 10 make WHAT="cmd/kubelet cmd/kube-controller-manager cmd/kube-scheduler" >&2
-)
-for b in "${BINS[@]}"; do
-  built="$TREE/_output/local/bin/linux/amd64/$b"
-  [[ -x "$built" ]] || built=$(find "$TREE/_output" -name "$b" -type f -perm -u+x | head -n1)
-  "$built" --version >&2
-  install -m 0755 "$built" "$CACHE/$b-v$KUBE_VERSION.tmp"
-  mv "$CACHE/$b-v$KUBE_VERSION.tmp" "$CACHE/$b-v$KUBE_VERSION"
-done
+kube_build "$TREE" "$GOCACHE_DIR" "$VERSION_FILE" "$CACHE" "$KUBE_VERSION" "${BINS[@]}"
 log "built in $(($(date +%s) - start)) s; cached in $CACHE"
 rm -rf "$WORK" "$SRC/tree" "$CACHE/gocache"

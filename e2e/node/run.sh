@@ -74,11 +74,7 @@ cleanup() {
   # Mounts a scenario planted (and did not get to remove).
   for m in $(node_mounts_below "$HOST"); do umount "$m" 2>/dev/null || umount -l "$m"; done
   cluster_stop
-  if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
-    log "kept $WORK and $HOST"
-  else
-    rm -rf "$WORK" "$HOST"
-  fi
+  remove_work "$WORK" "$HOST"
 }
 finish() {
   local rc=$?

@@ -32,11 +32,7 @@ source "$ROOT/e2e/lib/cluster.sh"
 cleanup() {
   [[ -n "$REAPER_PID" ]] && kill "$REAPER_PID" 2>/dev/null && wait "$REAPER_PID" 2>/dev/null
   cluster_stop
-  if [[ "${PRESTOP_E2E_KEEP:-}" == 1 ]]; then
-    log "kept $WORK"
-  else
-    rm -rf "$WORK"
-  fi
+  remove_work "$WORK"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -238,10 +238,10 @@ fn mount_view(
     let name = raw.get("name").and_then(Value::as_str)?;
     let base = volume_host_path(volume(spec, name)?)?;
     let sub_path = match sub_path(raw, container) {
-        SubPath::Expr { .. } => match resolve(raw, container) {
+        expr @ SubPath::Expr { .. } => match resolve(raw, container) {
             Some(known) if known.is_empty() => SubPath::Whole,
             Some(known) => SubPath::Fixed(known),
-            None => sub_path(raw, container),
+            None => expr,
         },
         other => other,
     };
