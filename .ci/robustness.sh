@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Robustness checks for CI (issue #6; docs/ROBUSTNESS.md): dependency hygiene with
-# cargo-deny and a short smoke run of every fuzz target. Called by .ci/run after the tests.
+# cargo-deny (licenses, bans, sources and advisories, all blocking) and a short smoke run of every fuzz target. Called by .ci/run after the tests.
 #
 #   .ci/robustness.sh                     # installs the tools when missing
 #   FUZZ_SMOKE_SECONDS=60 .ci/robustness.sh
@@ -31,10 +31,40 @@ install cargo-fuzz cargo-fuzz "$CARGO_FUZZ_VERSION"
 
 step "cargo deny: licenses, bans, sources (blocking)"
 cargo deny --locked check licenses bans sources
-step "cargo deny: advisories (reported, not blocking)"
-if ! cargo deny --locked check advisories; then
-  echo "::warning::cargo deny found advisories (or could not fetch the advisory database); not blocking"
+# Advisories against the offline RustSec copy beside the clone (../shared/ADVISORY-DB.md):
+# this machine cannot clone the database. Blocking: a vulnerability fails CI; the fix is
+# a `cargo update -p`, or an explicit, commented `ignore` in deny.toml.
+step "cargo deny: advisories, offline RustSec snapshot (blocking)"
+ADVISORY_DB=${PRESTOP_ADVISORY_DB:-../shared/advisory-db}
+if [[ ! -d "$ADVISORY_DB/crates" ]]; then
+  echo "no RustSec advisory database at $ADVISORY_DB (set PRESTOP_ADVISORY_DB)" >&2
+  exit 1
 fi
+# Where deny.toml's db-path and db-urls make cargo-deny look: <db-path>/advisory-db-<hash>,
+# the hash being cargo-deny 0.20's xxh64 of the URL (src/advisories/helpers/db.rs
+# url_to_db_path). A wrong name fails the check below, never passes it.
+DB_DIR=target/advisory-dbs/advisory-db-3157b0e258782691
+# The snapshot's date: the one ADVISORY-DB.md records, else the newest advisory's.
+SNAPSHOT_DATE=$(grep -oE '\(20[0-9]{2}-[0-9]{2}-[0-9]{2}\)' "$ADVISORY_DB/../ADVISORY-DB.md" 2>/dev/null \
+  | head -n1 | tr -d '()' || true)
+NEWEST=$(grep -rhoE '^date = "[0-9-]+"' "$ADVISORY_DB/crates" | cut -d'"' -f2 | sort | tail -n1)
+SNAPSHOT_DATE=${SNAPSHOT_DATE:-$NEWEST}
+# A fresh writable copy each run (cargo-deny locks and reads a git repository), one
+# commit dated at the snapshot so `git log` in it tells its age.
+rm -rf "$DB_DIR"
+mkdir -p "$(dirname "$DB_DIR")"
+cp -R "$ADVISORY_DB" "$DB_DIR"
+(cd "$DB_DIR" && git init -q -b main \
+  && git add -A \
+  && GIT_AUTHOR_DATE="${SNAPSHOT_DATE}T00:00:00Z" GIT_COMMITTER_DATE="${SNAPSHOT_DATE}T00:00:00Z" \
+     git -c user.name=ci -c user.email=ci@localhost commit -q -m "RustSec advisory-db snapshot $SNAPSHOT_DATE")
+AGE_DAYS=$(( ($(date -u +%s) - $(date -u -d "$SNAPSHOT_DATE" +%s)) / 86400 ))
+echo "   RustSec advisory database snapshot of $SNAPSHOT_DATE ($AGE_DAYS days old; newest advisory $NEWEST; $(find "$ADVISORY_DB" -name 'RUSTSEC-*.md' | wc -l) advisories)"
+if (( AGE_DAYS > 90 )); then
+  echo "::warning::the advisory snapshot is $AGE_DAYS days old: advisories published since $SNAPSHOT_DATE are not checked"
+fi
+# --offline: never fetch (cargo-deny 0.20's flag; it also keeps cargo metadata offline).
+cargo deny --locked --offline check advisories
 
 step "fuzz: build the targets (stable toolchain, RUSTC_BOOTSTRAP=1 for cargo-fuzz's -Z flags)"
 (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build --sanitizer none)

@@ -90,6 +90,20 @@ pub fn kubernetes_validate() -> Option<PathBuf> {
     }
 }
 
+/// Helm (v3 or v4) from PRESTOP_HELM or PATH.
+pub fn helm() -> Option<PathBuf> {
+    let candidate = std::env::var_os("PRESTOP_HELM")
+        .map(PathBuf::from)
+        .or_else(|| on_path("helm"));
+    match candidate {
+        Some(tool) if runs(&tool, "version") => Some(tool),
+        _ => missing(
+            "helm",
+            "run `bash .ci/deploy-tools.sh` and export PRESTOP_HELM as it prints",
+        ),
+    }
+}
+
 /// `kubectl kustomize DIR`, parsed into one JSON value per object.
 pub fn render_dir(kubectl: &Path, dir: &Path) -> Vec<Value> {
     let output = Command::new(kubectl)
@@ -218,10 +232,11 @@ pub fn start_server(args: &[String]) -> Server {
     }
 }
 
-/// Kinds that kubernetes-validate has no schema for (CRDs); asserted on by hand below.
-pub const NOT_VALIDATED: [(&str, &str); 2] = [
+/// Kinds that kubernetes-validate has no schema for (CRDs); asserted on by hand.
+pub const NOT_VALIDATED: [(&str, &str); 3] = [
     ("cert-manager.io/v1", "Issuer"),
     ("cert-manager.io/v1", "Certificate"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
 ];
 /// Oldest supported (matchConditions and the preStop sleep action are GA in 1.30); the
 /// newest comes from the validator's own default.
@@ -237,8 +252,11 @@ pub fn validate(tool: &Path, label: &str, objects: &[Value]) {
         if NOT_VALIDATED.contains(&key) {
             continue;
         }
+        // JSON, which YAML 1.1 reads unchanged: serde_yaml leaves strings such as "off"
+        // unquoted, and the validator's YAML 1.1 would read them as booleans.
         text.push_str("---\n");
-        text.push_str(&serde_yaml::to_string(object).unwrap());
+        text.push_str(&serde_json::to_string(object).unwrap());
+        text.push('\n');
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join(format!("{label}.yaml"));
