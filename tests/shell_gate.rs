@@ -100,7 +100,9 @@ fn job(place: Place, text: &str) -> (Value, Config) {
         Place::Liveness => app["livenessProbe"] = exec,
         Place::Readiness => app["readinessProbe"] = exec,
         Place::Startup => app["startupProbe"] = exec,
-        Place::Init => init.push(json!({"name": "init", "image": "alpine:3.20", "command": bash_c})),
+        Place::Init => {
+            init.push(json!({"name": "init", "image": "alpine:3.20", "command": bash_c}))
+        }
         Place::Custom(cleaner) => {
             mode = cleaner;
             annotations = json!({"prestop-injector.io/command": text,
@@ -137,7 +139,9 @@ fn is_shell(text: &str) -> bool {
 fn proven(argv: &[Value], at: usize) -> Result<String, String> {
     let strings: Vec<Option<&str>> = argv.iter().map(Value::as_str).collect();
     // The program's form: `--shell S --script TEXT`, run as `S -c TEXT` ($0 = S).
-    if at > 0 && strings[at - 1] == Some("--shell") && strings.get(at + 1) == Some(&Some("--script"))
+    if at > 0
+        && strings[at - 1] == Some("--shell")
+        && strings.get(at + 1) == Some(&Some("--script"))
     {
         let text = strings.get(at + 2).copied().flatten().ok_or("no script")?;
         return check(text, false, false).map(|()| text.to_owned());

@@ -203,7 +203,7 @@ fn exit_code(args: &[Word]) -> R<()> {
     match args {
         [] => Ok(()),
         [code] if code.is_status() => Ok(()),
-        [code] if !code.literal => no("an exit status from an expansion other than $?"),
+        [code] if !code.literal => no("exit with an expansion other than $?"),
         [code] => {
             let ok = !code.text.is_empty()
                 && code.text.len() <= 3
@@ -264,9 +264,7 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
                 [dir] if dir.glob || dir.unquoted_expansion => no("cd with an unquoted $ or glob"),
                 // Its value may be `-` (bash fails without OLDPWD, sh stays and prints
                 // it), `-P`, `-e`…; `--` does not help (`cd -- -` is still OLDPWD).
-                [dir] if dir.leads_with_expansion => {
-                    no("cd to an expansion (may be -)")
-                }
+                [dir] if dir.leads_with_expansion => no("cd to an expansion (may be -)"),
                 [dir] if !dir.text.starts_with(b"-") => regular,
                 _ => no("cd options"),
             }

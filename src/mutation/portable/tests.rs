@@ -378,7 +378,10 @@ fn expansion_values_are_attacker_chosen_in_builtin_operands() {
         ("cd \"${X:-/data}\"", "cd to an expansion"),
         ("cd \"$(cat /dir)\"", "cd to an expansion"),
         // N=1\r: dash and busybox read 1, bash fails.
-        ("[ \"$N\" -eq 1 ] && rm -rf /data/*", "a test integer operand"),
+        (
+            "[ \"$N\" -eq 1 ] && rm -rf /data/*",
+            "a test integer operand",
+        ),
         ("test 1 -lt \"$N\"", "a test integer operand"),
         ("[ \"${N:-0}\" -gt 0 ]", "a test integer operand"),
         ("[ \"$1\" -ne 0 ]", "a test integer operand"),
@@ -397,9 +400,12 @@ fn expansion_values_are_attacker_chosen_in_builtin_operands() {
         ("for f in $L; do rm -f \"$f\"; done", "an unquoted $L"),
         ("export A=$X", "an unquoted $X"),
         // CODE=-1: 255 in bash, an error in dash and busybox; 256, +1, ` 1`, `--` too.
-        ("exit \"$CODE\"", "an exit status from an expansion"),
-        ("exit $((n + 1))", "an exit status from an expansion"),
-        ("f() { return \"$R\"; }; f", "an exit status from an expansion"),
+        ("exit \"$CODE\"", "exit with an expansion other than $?"),
+        ("exit $((n + 1))", "exit with an expansion other than $?"),
+        (
+            "f() { return \"$R\"; }; f",
+            "exit with an expansion other than $?",
+        ),
         ("kill \"$PID\"", "kill of an expansion"),
         ("kill -TERM $(cat /run/pid)", "kill of an expansion"),
         ("wait \"$PID\"", "wait for anything but $!"),
@@ -409,7 +415,10 @@ fn expansion_values_are_attacker_chosen_in_builtin_operands() {
         ("printf '%d' $((${X} + 1))", "$X in $((...))"),
         ("printf '%d' $((${X:-0} + 1))", "an expansion in $((...))"),
         ("printf '%d' $(($1 + 1))", "an expansion in $((...))"),
-        ("printf '%d' \"$N\"", "printf %d of a maybe non-number from $N"),
+        (
+            "printf '%d' \"$N\"",
+            "printf %d of a maybe non-number from $N",
+        ),
         // Owned integers: only when the first mention assigns a number unconditionally.
         ("i=$((i + 1))", "$i in $((...))"),
         ("[ \"$i\" -lt 3 ]; i=0", "from $i"),
