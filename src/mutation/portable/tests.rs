@@ -463,7 +463,7 @@ fn expansion_values_are_attacker_chosen_safe_positions_stay_portable() {
         "printf '%s|%c\\n' \"$X\" \"$X\"",
         "set -- \"$X\"; printf '%s\\n' \"$#\"",
         "case \"$X\" in a*) exit 0 ;; *) exit $? ;; esac",
-        "printf '%s' \"${X%\"$Y\"}\" \"${X#/}\"",
+        "A=${X%\"$Y\"}; B=\"${X#/}\"; printf '%s %s' \"$A\" \"$B\"",
         "i=0; while [ \"$i\" -lt 3 ]; do i=$((i + 1)); done; printf '%d\\n' \"$i\"",
         "n=5; rm -rf /tmp/$n; exit $?",
         "sleep 1 & pid=$!; kill \"$!\"; wait $!",
