@@ -18,9 +18,17 @@
 //! the same files (see `fill`), cwd `/work`, env `PATH=/bb HOME=/work
 //! TARGET=/scratch/work EMPTY= NAME=demo`, all commands busybox applets, as in a busybox
 //! image.
+//!
+//! Issue 17, class 2: the values of expansions are the attacker's, so a second corpus is
+//! generated (`shell_fix_differential/generated.rs`): every builtin operand and pattern
+//! position × several spellings of `$X`, each script the fix rewrites run with ~35 values
+//! of X (`-`, `-e`, `1\r`, ``, globs, `[^a]`, `!`, `(`, a newline, a long one …).
 
 #[path = "support/sandbox.rs"]
 mod sandbox;
+
+#[path = "shell_fix_differential/generated.rs"]
+mod generated;
 
 use prestop_injector::config::Config;
 use prestop_injector::mutation::shell_fix::fix_shells;
@@ -278,6 +286,91 @@ fn rewritten_scripts_behave_the_same_in_bash_dash_and_busybox() {
     eprintln!(
         "differential: {} scripts x {} shells in {:.1} s",
         to_run.len(),
+        SHELLS.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        differences.is_empty(),
+        "{} differences:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+}
+
+#[test]
+fn expansion_values_are_attacker_chosen_generated_scripts_agree() {
+    let started = Instant::now();
+    let values = generated::values();
+    let scripts = generated::scripts();
+    let mut accepted = Vec::new();
+    for (i, script) in scripts.iter().enumerate() {
+        let entry = Entry {
+            file: "generated",
+            name: format!("generated-{i}"),
+            options: vec!["-c".to_owned()],
+            script: script.clone(),
+            operands: Vec::new(),
+        };
+        if rewritten(&entry).0 {
+            accepted.push(script.as_str());
+        }
+    }
+    let refused = scripts.len() - accepted.len();
+    eprintln!(
+        "generated: {} scripts, {} rewritten, {refused} refused, {} values",
+        scripts.len(),
+        accepted.len(),
+        values.len()
+    );
+    // Neither side may be empty, or the test proves nothing.
+    assert!(accepted.len() >= 50, "only {} rewritten", accepted.len());
+    assert!(refused >= 50, "only {refused} refused");
+
+    let Some(sandbox) = sandbox() else {
+        return;
+    };
+    sandbox.verify(false);
+    // Small chunks: a sandbox run is killed after 10 s, and the machine may be busy.
+    let chunks: Vec<&[&str]> = accepted.chunks(1).collect();
+    let next = AtomicUsize::new(0);
+    let differences = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some(chunk) = chunks.get(index) else {
+                    return;
+                };
+                let outcomes: Vec<Vec<Vec<Outcome>>> = SHELLS
+                    .iter()
+                    .enumerate()
+                    .map(|(s, (_, path))| {
+                        let id = 1_000_000 + (index * SHELLS.len() + s) as u32;
+                        generated::run_chunk(&sandbox, id, path, chunk, &values)
+                    })
+                    .collect();
+                for (k, script) in chunk.iter().enumerate() {
+                    for (v, value) in values.iter().enumerate() {
+                        let bash = &outcomes[0][k][v];
+                        for (s, (name, _)) in SHELLS.iter().enumerate().skip(1) {
+                            if let Some(difference) = compare(bash, &outcomes[s][k][v]) {
+                                let shown: String = value.chars().take(20).collect();
+                                differences.lock().expect("lock").push(format!(
+                                    "{script:?} with X={shown:?}: bash vs {name}: {difference}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    sandbox.assert_host_intact();
+    let differences = differences.into_inner().expect("lock");
+    eprintln!(
+        "generated differential: {} scripts x {} values x {} shells in {:.1} s",
+        accepted.len(),
+        values.len(),
         SHELLS.len(),
         started.elapsed().as_secs_f64()
     );

@@ -346,7 +346,8 @@ fn plan_container(
             // The program's cleanup hook runs no shell: none to choose, none to warn about.
             String::new()
         } else if settings.fix_shell {
-            let (shell, warning) = shell_fix::hook_shell(&settings.shell, image, name, config);
+            let (shell, warning) =
+                shell_fix::hook_shell(&settings.shell, image, name, config, &action);
             warnings.extend(warning);
             shell
         } else {

@@ -32,8 +32,18 @@
 //! - Error paths count: a redirection or assignment on a special builtin (dash exits when
 //!   it fails), `set -u` and `${x:?}` (exit codes 127 vs 2), `shift`, `$?` read after a
 //!   `cd` or a file redirection that may fail (bash 1, dash 2), `cd` without a directory.
-//! - Limits (documented in the README): arithmetic on variables assumes they hold
-//!   integers; a quoted expansion as a redirection target is trusted not to name
+//! - The **value** of every expansion is the attacker's (issue 17, class 2) wherever a
+//!   builtin or the shell interprets it: `cd` to a word that starts with an expansion
+//!   (`-` is OLDPWD, `-P` an option); `test` operators from expansions (the first of
+//!   two words, the middle of three, any of four); integer operands of `test`, numeric
+//!   `printf` slots and variables in `$((…))` (`1\r`, `1+1`, `a[$(cmd)]`) unless the
+//!   script owns the variable as an integer (its first mention an unconditional
+//!   top-level `NAME=<integer>`, every assignment an integer); `exit`/`return` other
+//!   than a literal or `$?`; `kill`/`wait` other than `$!`/`$$`; an unquoted expansion
+//!   in a word that is globbed or matched (arguments, `for` words, `case` patterns) or
+//!   in a `${x%PAT}` pattern, whose value is a pattern (dash reads `[^a]`, `[[.a.]]`,
+//!   `[[=a=]]` otherwise); and `[^…]`, `[[.x.]]`, `[[=x=]]` written in a pattern.
+//! - Limits (documented in the README): a quoted expansion as a redirection target is trusted not to name
 //!   `/dev/tcp/…`, and one as a `wait` argument to be a child; glob order and `${#x}`
 //!   assume the C locale; the shells' own error numbering may differ (a failed `cd` or
 //!   redirection exits 1 in bash, 2 in dash) where the script does not read `$?`;
@@ -42,9 +52,11 @@
 //!   `POSIXLY_CORRECT` and `BASH_FUNC_*` in the container's environment are not seen.
 
 mod builtins;
+pub mod gate;
 mod invocation;
 mod words;
 
+pub use gate::{gate, Gate, Text};
 pub use invocation::{invocation, Invocation};
 
 /// Why a script is not proven portable: a short phrase for the warning.
@@ -54,6 +66,10 @@ type R<T> = Result<T, Blocker>;
 
 fn no<T>(what: impl Into<String>) -> R<T> {
     Err(what.into())
+}
+
+fn show(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).into_owned()
 }
 
 /// `Ok(())` when `script` is proven to behave the same in busybox `ash`, `dash` and
@@ -85,11 +101,58 @@ struct Word {
     /// `$$`, `$!`, `${#NAME}`, `$((…))`).
     expansions: u32,
     integer_expansions: u32,
+    /// The value starts with an expansion's (attacker-chosen) value: it may be `-`, `-P`,
+    /// `!`… wherever a builtin reads its first character.
+    leads_with_expansion: bool,
+    /// Plain `$NAME` / `${NAME}` references (any quoting): integers only when the script
+    /// owns the variable (see [`Parser::owned_integer`]).
+    vars: Vec<Vec<u8>>,
+    /// Unquoted expansions whose value is neither an integer nor a plain variable:
+    /// their value is a glob pattern (`[^a]`, `[[.a.]]` match differently in dash).
+    unquoted_free: u32,
+    /// Unquoted plain variable references: patterns unless the variable is an owned
+    /// integer.
+    unquoted_vars: Vec<Vec<u8>>,
+    /// The special parameter of the last `$?`, `$!`, `$$`, `$#` in the word.
+    special: Option<u8>,
+}
+
+/// What one expansion can yield, for [`Parser::expanded`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Exp {
+    /// Always an integer: `$((…))`, `${#NAME}`.
+    Integer,
+    /// `$?`, `$!`, `$$`, `$#`.
+    Special(u8),
+    /// `$NAME` or `${NAME}`.
+    Var(Vec<u8>),
+    /// Anything else: `$1`, `$@`, `$(…)`, `${NAME:-…}`: attacker-chosen.
+    Free,
+}
+
+/// One read or assignment of a variable, in text order (for [`Parser::owned_integer`]).
+struct VarEvent {
+    name: Vec<u8>,
+    /// `None` for a read; `Some(true)` for an assignment of an integer.
+    assign: Option<bool>,
+    /// Runs unconditionally in the main shell: top level, not in a loop, `if`, `case`,
+    /// function, subshell, `$(…)`, pipeline, `&&`/`||` tail or background job.
+    top: bool,
 }
 
 impl Word {
     fn is(&self, text: &str) -> bool {
         self.literal && self.text == text.as_bytes()
+    }
+
+    /// The value is exactly `$?` (0-255 in every shell).
+    fn is_status(&self) -> bool {
+        self.text.is_empty() && self.expansions == 1 && self.special == Some(b'?')
+    }
+
+    /// A free expansion (not an integer one) somewhere in the word.
+    fn has_free_expansion(&self) -> bool {
+        self.expansions > self.integer_expansions
     }
 
     /// Always an integer: a decimal literal or one expansion that yields one.
@@ -139,6 +202,12 @@ struct Parser<'a> {
     /// `$( )`, a pipeline element, `&`) is an error in bash and silent in sh.
     loop_exits: Vec<usize>,
     depth: usize,
+    /// Reads and assignments of variables, and the variables that must be owned integers
+    /// (with the blocker to report when one is not).
+    events: Vec<VarEvent>,
+    integer_needed: Vec<(Vec<u8>, String)>,
+    /// Inside a construct whose commands do not run unconditionally in the main shell.
+    nest: usize,
 }
 
 /// Deeper nesting than this is refused rather than risking the stack.
@@ -186,7 +255,71 @@ impl<'a> Parser<'a> {
             fallible: false,
             loop_exits: Vec::new(),
             depth,
+            events: Vec::new(),
+            integer_needed: Vec::new(),
+            nest: 0,
         }
+    }
+
+    fn record(&mut self, name: &[u8], assign: Option<bool>) {
+        self.events.push(VarEvent {
+            name: name.to_vec(),
+            assign,
+            top: self.nest == 0,
+        });
+    }
+
+    /// `name`'s value must be an integer when the script runs: checked in [`finish`].
+    fn need_integer(&mut self, name: &[u8], why: impl Into<String>) {
+        self.integer_needed.push((name.to_vec(), why.into()));
+    }
+
+    /// The variables the script owns as integers: the first mention of each is an
+    /// unconditional top-level assignment of an integer, and every assignment is one. Its
+    /// value from the environment is then never read, and nothing makes it a non-number.
+    fn owned_integers(&self) -> std::collections::HashSet<&[u8]> {
+        let mut first = std::collections::HashSet::new();
+        let mut owned = std::collections::HashSet::new();
+        let mut spoiled = std::collections::HashSet::new();
+        for event in &self.events {
+            let name = &event.name[..];
+            if first.insert(name) && event.top && event.assign == Some(true) {
+                owned.insert(name);
+            }
+            if event.assign == Some(false) {
+                spoiled.insert(name);
+            }
+        }
+        owned.retain(|name| !spoiled.contains(name));
+        owned
+    }
+
+    /// `word` is always an integer: a literal, an integer expansion, or one owned variable.
+    fn require_integer(&mut self, word: &Word, what: &str) -> R<()> {
+        if word.integer() {
+            return Ok(());
+        }
+        if word.text.is_empty() && word.expansions == 1 && word.vars.len() == 1 {
+            let name = word.vars[0].clone();
+            let why = format!("{what} from ${}", show(&name));
+            self.need_integer(&name, why);
+            return Ok(());
+        }
+        no(format!("{what} from an expansion"))
+    }
+
+    /// A word that undergoes pathname expansion or pattern matching (arguments, `for`
+    /// words, `case` patterns): an unquoted expansion's value is a pattern, and dash reads
+    /// `[^a]`, `[[.a.]]`, `[[=a=]]` otherwise than bash and busybox.
+    fn pattern_word(&mut self, word: &Word) -> R<()> {
+        if word.unquoted_free > 0 {
+            return no("an unquoted $ (a glob pattern)");
+        }
+        for name in word.unquoted_vars.clone() {
+            let why = format!("an unquoted ${} (a glob pattern)", show(&name));
+            self.need_integer(&name, why);
+        }
+        Ok(())
     }
 
     fn finish(&self) -> R<()> {
@@ -201,6 +334,17 @@ impl<'a> Parser<'a> {
         }
         if self.reads_status && self.fallible {
             return no("$? after a failing cd or redirection");
+        }
+        if self.integer_needed.is_empty() {
+            return Ok(());
+        }
+        let owned = self.owned_integers();
+        if let Some((_, why)) = self
+            .integer_needed
+            .iter()
+            .find(|(name, _)| !owned.contains(&name[..]))
+        {
+            return no(why.clone());
         }
         Ok(())
     }
@@ -223,6 +367,12 @@ impl<'a> Parser<'a> {
         self.fallible |= inner.fallible;
         self.prefixed.append(&mut inner.prefixed);
         self.functions.extend(inner.functions.drain());
+        // Its commands run later (a trap) or in a subshell (`` `…` ``): never unconditional.
+        for mut event in inner.events.drain(..) {
+            event.top = false;
+            self.events.push(event);
+        }
+        self.integer_needed.append(&mut inner.integer_needed);
         Ok(count)
     }
 
@@ -326,11 +476,16 @@ impl<'a> Parser<'a> {
                 break;
             }
             let mark = self.loop_exits.len();
-            self.and_or()?;
+            let events = self.events.len();
+            let conditional = self.and_or()?;
             count += 1;
             self.blank();
-            if self.peek() == Some(b'&') && self.peek_at(1) != Some(b'>') {
+            let background = self.peek() == Some(b'&') && self.peek_at(1) != Some(b'>');
+            if background {
                 self.no_loop_exit(mark, "break or continue in the background")?;
+            }
+            if conditional || background {
+                self.events[events..].iter_mut().for_each(|e| e.top = false);
             }
             match self.peek() {
                 Some(b';') if self.peek_at(1) == Some(b';') => {}
@@ -349,21 +504,24 @@ impl<'a> Parser<'a> {
         Ok(count)
     }
 
-    fn and_or(&mut self) -> R<()> {
-        self.pipeline()?;
+    /// `true` when some of it may not run, or runs in a subshell (`&&`, `||`, `|`).
+    fn and_or(&mut self) -> R<bool> {
+        let mut conditional = self.pipeline()?;
         loop {
             self.blank();
             if self.starts(b"&&") || self.starts(b"||") {
                 self.i += 2;
                 self.linebreak()?;
                 self.pipeline()?;
+                conditional = true;
             } else {
-                return Ok(());
+                return Ok(conditional);
             }
         }
     }
 
-    fn pipeline(&mut self) -> R<()> {
+    /// `true` when it has several commands (each runs in a subshell).
+    fn pipeline(&mut self) -> R<bool> {
         self.blank();
         if self.raw_word() == b"!" {
             self.i += 1;
@@ -388,7 +546,7 @@ impl<'a> Parser<'a> {
         if commands > 1 {
             self.no_loop_exit(mark, "break or continue in a pipeline")?;
         }
-        Ok(())
+        Ok(commands > 1)
     }
 
     /// Refuses a `break`/`continue` since `mark` that leaves the current loop level: it
@@ -413,6 +571,16 @@ impl<'a> Parser<'a> {
     fn command_inner(&mut self) -> R<()> {
         self.blank();
         let raw = self.raw_word();
+        // Conditional or repeated bodies, and subshells: see [`VarEvent::top`].
+        let nests = matches!(raw, b"if" | b"while" | b"until" | b"for" | b"case")
+            || (self.peek() == Some(b'(') && self.peek_at(1) != Some(b'('));
+        self.nest += usize::from(nests);
+        let result = self.compound_or_simple(raw);
+        self.nest -= usize::from(nests);
+        result
+    }
+
+    fn compound_or_simple(&mut self, raw: &'a [u8]) -> R<()> {
         match raw {
             b"if" => self.if_clause()?,
             b"while" | b"until" => self.loop_clause(raw.len())?,
@@ -509,6 +677,7 @@ impl<'a> Parser<'a> {
             return no("syntax the parser does not know");
         }
         builtins::check_assigned(name)?;
+        self.record(name, Some(false));
         self.i += name.len();
         self.blank();
         if self.raw_word() == b"in" {
@@ -522,7 +691,8 @@ impl<'a> Parser<'a> {
                     }
                     Some(b'\n') => break,
                     Some(c) if !is_meta(c) => {
-                        self.word()?;
+                        let word = self.word()?;
+                        self.pattern_word(&word)?;
                     }
                     _ => return no("syntax the parser does not know"),
                 }
@@ -554,7 +724,8 @@ impl<'a> Parser<'a> {
                 self.blank();
                 match self.peek() {
                     Some(c) if !is_meta(c) => {
-                        self.word()?;
+                        let pattern = self.word()?;
+                        self.pattern_word(&pattern)?;
                     }
                     _ => return no("syntax the parser does not know"),
                 }
@@ -614,11 +785,13 @@ impl<'a> Parser<'a> {
         self.linebreak()?;
         let outer_loop = std::mem::replace(&mut self.in_loop, 0);
         self.in_function += 1;
+        self.nest += 1;
         let body = match (self.raw_word(), self.peek()) {
             (b"{", _) | (_, Some(b'(')) => self.command(),
             _ => no("a function body that is not { } or ( )"),
         };
         self.in_function -= 1;
+        self.nest -= 1;
         self.in_loop = outer_loop;
         body?;
         Ok(true)
@@ -627,6 +800,7 @@ impl<'a> Parser<'a> {
     fn simple_command(&mut self) -> R<()> {
         let mut name: Option<Word> = None;
         let mut args = Vec::new();
+        let mut assigned: Vec<(String, bool)> = Vec::new();
         let mut assignments = 0;
         let mut redirections = 0;
         loop {
@@ -657,6 +831,7 @@ impl<'a> Parser<'a> {
                     if self.peek() == Some(b'(') {
                         return no("arrays");
                     }
+                    assigned.push((var.clone(), assigned_integer(&word, var.len())));
                     assignments += 1;
                     continue;
                 }
@@ -664,6 +839,10 @@ impl<'a> Parser<'a> {
             } else {
                 args.push(word);
             }
+        }
+        // `NAME=value cmd` sets NAME for `cmd` only: never an owned integer.
+        for (var, integer) in &assigned {
+            self.record(var.as_bytes(), Some(*integer && name.is_none()));
         }
         let Some(name) = name else {
             if assignments + redirections == 0 {
@@ -678,6 +857,9 @@ impl<'a> Parser<'a> {
             return no("a glob as a command name");
         }
         let kind = builtins::check_command(self, &name.text, &args)?;
+        for arg in &args {
+            self.pattern_word(arg)?;
+        }
         match kind {
             builtins::Kind::External => {
                 if assignments > 0 {
@@ -696,6 +878,20 @@ impl<'a> Parser<'a> {
         }
         Ok(())
     }
+}
+
+/// The value of assignment `word` (`NAME=…`, `name_len` bytes of name) is always an
+/// integer: a decimal literal or one integer expansion (`$((…))`, `$#`, `${#x}`).
+fn assigned_integer(word: &Word, name_len: usize) -> bool {
+    let value = &word.text[name_len + 1..];
+    if word.literal {
+        let digits = value.strip_prefix(b"-").unwrap_or(value);
+        // No leading 0: `$((010))` is octal (and `08` an error) in every shell.
+        return !digits.is_empty()
+            && digits.iter().all(u8::is_ascii_digit)
+            && (digits.len() == 1 || digits[0] != b'0');
+    }
+    value.is_empty() && word.expansions == 1 && word.integer_expansions == 1
 }
 
 #[cfg(test)]

@@ -17,9 +17,11 @@
 //! - One warning (≤ 120 chars, naming the container) per correction or refusal.
 //! - Odd JSON (wrong types, missing fields, non-string argv entries) is left untouched.
 
+use super::hook::Action;
 use super::image;
-use super::portable::{invocation, Invocation};
-use crate::config::Config;
+use super::portable::gate::basename;
+use super::portable::{gate, Gate, Text};
+use crate::config::{CleanerMode, Config};
 use serde_json::{Map, Value};
 
 /// Warnings are shown by kubectl; the API server truncates longer ones.
@@ -41,19 +43,37 @@ pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {
     warnings
 }
 
-/// The shell our own hook uses in `image`: `requested`, or `/bin/sh` with a warning when
-/// `requested` is bash and the image lacks bash.
+/// The shell our own preStop hook uses in `image`: `requested`, or `/bin/sh` with a
+/// warning when `requested` is bash, the image lacks bash and [`gate`] proves what the
+/// shell runs portable: the custom script (`action`), or in `cleaner.mode: shell` our
+/// generated cleanup. A refused script keeps bash, with a warning.
 pub fn hook_shell(
     requested: &str,
     image: &str,
     container: &str,
     config: &Config,
+    action: &Action,
 ) -> (String, Option<String>) {
-    if basename(requested) == "bash" && image::lacks_bash(image, config) {
-        let warning = warning(container, image, "has no bash; preStop hook runs /bin/sh");
-        return ("/bin/sh".to_owned(), Some(warning));
+    let text = match action {
+        // `shell` mode `eval`s the script with `$0` = `prestop-injector`; the program
+        // runs `SHELL -c TEXT`, where `$0` is the shell's own path.
+        Action::Custom(text) => Text::Script {
+            text,
+            zero_known: config.cleaner.mode == CleanerMode::Shell,
+        },
+        Action::Cleanup(_) => Text::Generated,
+    };
+    match gate(requested, image, config, text) {
+        Gate::Keep => (requested.to_owned(), None),
+        Gate::Switch => {
+            let warning = warning(container, image, "has no bash; preStop hook runs /bin/sh");
+            ("/bin/sh".to_owned(), Some(warning))
+        }
+        Gate::Refuse(what) => {
+            let tail = format!("has no bash; preStop hook keeps bash: {what} may differ in sh");
+            (requested.to_owned(), Some(warning(container, image, &tail)))
+        }
     }
-    (requested.to_owned(), None)
 }
 
 /// What to do with one argv.
@@ -95,7 +115,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
         .unwrap_or(&empty);
     if let Some(command) = container.get("command").and_then(Value::as_array) {
         let argv: Vec<&Value> = command.iter().chain(args).collect();
-        if let Some(fix) = plan(&argv) {
+        if let Some(fix) = plan(&argv, &image, config) {
             let in_command = command.len();
             if let Fix::Rewrite { at, to } = fix {
                 let (key, index) = if at < in_command {
@@ -121,7 +141,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
             continue;
         };
         let argv: Vec<&Value> = command.iter().collect();
-        let Some(fix) = plan(&argv) else {
+        let Some(fix) = plan(&argv, &image, config) else {
             continue;
         };
         if let Fix::Rewrite { at, to } = fix {
@@ -160,38 +180,27 @@ fn set_entry(array: Option<&mut Value>, index: usize, to: &str) {
     }
 }
 
-/// Decides for one argv; `None` when it does not start bash or is not plain strings.
-fn plan(argv: &[&Value]) -> Option<Fix> {
+/// Decides for one argv through the [`gate`]; `None` when it does not start bash, is
+/// not plain strings, or the image has bash.
+fn plan(argv: &[&Value], image: &str, config: &Config) -> Option<Fix> {
     let first = argv.first()?.as_str()?;
-    let (at, to, rest) = if basename(first) == "bash" {
-        (0, "/bin/sh", &argv[1..])
-    } else if basename(first) == "env" {
-        let second = argv.get(1)?.as_str()?;
-        if basename(second) != "bash" {
-            return None;
-        }
-        let to = if second.contains('/') {
-            "/bin/sh"
-        } else {
-            "sh"
-        };
-        (1, to, &argv[2..])
+    let (at, shell, rest) = if basename(first) == "env" {
+        (1, argv.get(1)?.as_str()?, &argv[2..])
     } else {
-        return None;
+        (0, first, &argv[1..])
+    };
+    // `env bash` finds bash on PATH: `env sh` keeps that; a path becomes `/bin/sh`.
+    let to = if at == 1 && !shell.contains('/') {
+        "sh"
+    } else {
+        "/bin/sh"
     };
     let args: Vec<Option<&str>> = rest.iter().map(|v| v.as_str()).collect();
-    let run = invocation(&args);
-    if run == Invocation::Unknown {
-        return None;
+    match gate(shell, image, config, Text::Argv(&args)) {
+        Gate::Keep => None,
+        Gate::Switch => Some(Fix::Rewrite { at, to }),
+        Gate::Refuse(what) => Some(Fix::Refuse(what)),
     }
-    match run.blocker() {
-        Some(what) => Some(Fix::Refuse(what)),
-        None => Some(Fix::Rewrite { at, to }),
-    }
-}
-
-fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// `container "NAME": IMAGE TAIL`, the image (then the name) shortened to fit.
@@ -521,16 +530,21 @@ mod tests {
     #[test]
     fn hook_shell_table() {
         let config = Config::default();
+        let generated = Action::Cleanup(vec!["/data".to_owned()]);
+        let portable = Action::Custom("rm -rf /data/*".to_owned());
+        // README's example: under busybox sh `declare` fails, W stays empty: `rm -rf /*`.
+        let bash_only = Action::Custom("declare -r W=/x; rm -rf \"$W\"/*".to_owned());
         let cases = [
-            ("/bin/bash", "busybox:1.36", "/bin/sh", true),
-            ("bash", "alpine:3.20", "/bin/sh", true),
-            ("/bin/bash", "ubuntu", "/bin/bash", false),
-            ("/bin/sh", "busybox", "/bin/sh", false),
-            ("/bin/ash", "alpine", "/bin/ash", false),
+            ("/bin/bash", "busybox:1.36", &generated, "/bin/sh", true),
+            ("bash", "alpine:3.20", &portable, "/bin/sh", true),
+            ("/bin/bash", "busybox", &bash_only, "/bin/bash", true),
+            ("/bin/bash", "ubuntu", &bash_only, "/bin/bash", false),
+            ("/bin/sh", "busybox", &bash_only, "/bin/sh", false),
+            ("/bin/ash", "alpine", &generated, "/bin/ash", false),
         ];
-        for (requested, image, want, warns) in cases {
-            let (shell, warning) = hook_shell(requested, image, "app", &config);
-            assert_eq!(shell, want, "{requested} {image}");
+        for (requested, image, action, want, warns) in cases {
+            let (shell, warning) = hook_shell(requested, image, "app", &config, action);
+            assert_eq!(shell, want, "{requested} {image} {action:?}");
             assert_eq!(warning.is_some(), warns, "{requested} {image}");
             if let Some(w) = warning {
                 assert!(

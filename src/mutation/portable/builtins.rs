@@ -197,10 +197,13 @@ fn literal_starts_dash(word: &Word) -> bool {
     word.literal && word.text.first() == Some(&b'-')
 }
 
+/// `exit`/`return`: a literal 0-255 or exactly `$?`. Any other value is the attacker's:
+/// `-1`, `256`, `+1`, ` 1`, `1\r`, `--` each end differently in bash, dash and busybox.
 fn exit_code(args: &[Word]) -> R<()> {
     match args {
         [] => Ok(()),
-        [code] if !code.literal => Ok(()),
+        [code] if code.is_status() => Ok(()),
+        [code] if !code.literal => no("exit with an expansion other than $?"),
         [code] => {
             let ok = !code.text.is_empty()
                 && code.text.len() <= 3
@@ -250,7 +253,7 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
                 return no("printf options");
             }
             let numeric = printf_format(&format.text)?;
-            printf_arguments(&numeric, &args[1..])?;
+            printf_arguments(parser, &numeric, &args[1..])?;
             regular
         }
         b"cd" => {
@@ -259,7 +262,10 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
                 [] => no("cd without a directory"),
                 // Several words: bash fails, dash and busybox take the first or swap.
                 [dir] if dir.glob || dir.unquoted_expansion => no("cd with an unquoted $ or glob"),
-                [dir] if !literal_starts_dash(dir) => regular,
+                // Its value may be `-` (bash fails without OLDPWD, sh stays and prints
+                // it), `-P`, `-e`…; `--` does not help (`cd -- -` is still OLDPWD).
+                [dir] if dir.leads_with_expansion => no("cd to an expansion (may be -)"),
+                [dir] if !dir.text.starts_with(b"-") => regular,
                 _ => no("cd options"),
             }
         }
@@ -294,6 +300,7 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
                     _ => return no(format!("{} with this argument", show(name))),
                 };
                 check_assigned(var)?;
+                parser.record(var, Some(false));
             }
             special
         }
@@ -313,10 +320,11 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
                     return no("read into a computed name");
                 }
                 check_assigned(&arg.text)?;
+                parser.record(&arg.text, Some(false));
             }
             regular
         }
-        b"test" | b"[" => test(name, args).and(regular),
+        b"test" | b"[" => test(parser, name, args).and(regular),
         b"wait" => {
             if args
                 .iter()
@@ -324,10 +332,10 @@ pub(super) fn check_command(parser: &mut Parser, name: &[u8], args: &[Word]) -> 
             {
                 return no("wait options or job specs");
             }
-            // bash warns about a pid that is not its child, sh says nothing; `$!` and
-            // variables are trusted to hold children, a literal pid never is one.
-            if args.iter().any(|a| a.literal) {
-                return no("wait for a literal pid");
+            // bash warns about a pid that is not its child, sh says nothing: only `$!`
+            // is always a child. A variable may hold `-n`, `%1`, ``, `1\r`.
+            if args.iter().any(|a| !is_special(a, b'!')) {
+                return no("wait for anything but $!");
             }
             regular
         }
@@ -485,20 +493,28 @@ fn printf_format(format: &[u8]) -> R<Vec<bool>> {
 
 /// A numeric conversion fed a missing, empty or non-numeric argument prints 0 in bash
 /// and fails in busybox: every numeric slot needs an argument that is always an integer.
-fn printf_arguments(numeric: &[bool], args: &[Word]) -> R<()> {
+fn printf_arguments(parser: &mut Parser, numeric: &[bool], args: &[Word]) -> R<()> {
     if numeric.is_empty() || !numeric.contains(&true) {
         return Ok(());
     }
     let rounds = args.len().div_ceil(numeric.len()).max(1);
     for slot in 0..rounds * numeric.len() {
-        if numeric[slot % numeric.len()] && !args.get(slot).is_some_and(Word::integer) {
-            return no("printf %d of a maybe non-number");
+        if numeric[slot % numeric.len()] {
+            let Some(arg) = args.get(slot) else {
+                return no("printf %d of a maybe non-number");
+            };
+            parser.require_integer(arg, "printf %d of a maybe non-number")?;
         }
     }
     Ok(())
 }
 
-fn test(name: &[u8], args: &[Word]) -> R<()> {
+/// Exactly the special parameter `$c` (`$!`, `$$`).
+fn is_special(word: &Word, c: u8) -> bool {
+    word.text.is_empty() && word.expansions == 1 && word.special == Some(c)
+}
+
+fn test(parser: &mut Parser, name: &[u8], args: &[Word]) -> R<()> {
     let mut args = args;
     if name == b"[" {
         match args.split_last() {
@@ -528,6 +544,30 @@ fn test(name: &[u8], args: &[Word]) -> R<()> {
             );
         if operator_like && !UNARY.contains(&text.as_str()) && !BINARY.contains(&text.as_str()) {
             return no(format!("test {text}"));
+        }
+    }
+    // The value of an expansion is the attacker's. Where test reads an operator (the
+    // first of two words, the middle of three) it must be written out; with four words
+    // the grouping itself depends on the values (`!`, `(`, `-a`). An integer operand
+    // must be one: `1\r` is 1 to dash and busybox and an error to bash.
+    let operator_at: &[usize] = match args.len() {
+        2 => &[0],
+        3 => &[1],
+        _ => &[],
+    };
+    for (i, arg) in args.iter().enumerate() {
+        if arg.has_free_expansion() && (args.len() == 4 || operator_at.contains(&i)) {
+            return no("test with an operator from an expansion");
+        }
+    }
+    const INTEGER_OPERATORS: &[&str] = &["-eq", "-ne", "-gt", "-ge", "-lt", "-le"];
+    for (i, arg) in args.iter().enumerate() {
+        if arg.literal && INTEGER_OPERATORS.contains(&show(&arg.text).as_str()) {
+            for operand in [i.checked_sub(1), Some(i + 1)].into_iter().flatten() {
+                if let Some(operand) = args.get(operand) {
+                    parser.require_integer(operand, "a test integer operand")?;
+                }
+            }
         }
     }
     Ok(())
@@ -560,6 +600,14 @@ fn kill(args: &[Word]) -> R<()> {
         .any(|a| a.literal && matches!(a.text.first(), Some(b'-' | b'%')))
     {
         return no("kill with job specs or options");
+    }
+    // A variable may hold `-1` (every process), `%1`, `` or `1\r`, read differently by
+    // each shell: only `$!` and `$$` are always one pid.
+    if rest
+        .iter()
+        .any(|a| !a.literal && !is_special(a, b'!') && !is_special(a, b'$'))
+    {
+        return no("kill of an expansion other than $! or $$");
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ fn portable() {
         "cat <<EOF > /scratch/conf\nname=$NAME\nhome=${HOME:-/root}\nEOF\n",
         "cat <<'EOF'\n$(not run) `nor this` ${x[0]}\nEOF",
         "cat <<-EOF\n\tindented $x\n\tEOF\necho done",
-        "n=$((n + 1)); printf '%d' \"$((n * 2 / 3))\" >/dev/null",
+        "n=0; n=$((n + 1)); printf '%d' \"$((n * 2 / 3))\" >/dev/null",
         "cleanup() { rm -rf /scratch/work; }\ncleanup",
         "f() ( cd /data && rm -f ./*.lock )\nf || exit 1",
         "x=$(date +%s); y=`hostname`; printf '%s %s\\n' \"$x\" \"$y\"",
@@ -34,8 +34,8 @@ fn portable() {
         "exec sleep infinity",
         "exec nginx -g 'daemon off;'",
         "sleep 2 && kill -TERM 1",
-        "kill -s TERM $PPID; kill -15 1; kill -0 \"$pid\"",
-        "printf '%s\\n' ${#PATH} ${v%.*} ${v##*/} ${v#./} ${v%%/*} ${v:+set} ${v-unset} ${v:=x}",
+        "kill -s TERM $$; kill -15 1; sleep 1 & kill -0 \"$!\"",
+        "printf '%s\\n' ${#PATH} \"${v%.*}\" \"${v##*/}\" \"${v#./}\" \"${v%%/*}\" \"${v:+set}\" \"${v-unset}\" \"${v:=x}\"",
         "ls /data 2>/dev/null | wc -l >&2; ls 2>&1 >/dev/null; cat 3<&0 <&3",
         "umask 022; cd /scratch && pwd",
         "ls /x > /dev/null 2>&1; printf '%d' $?",
@@ -210,7 +210,7 @@ fn blocked() {
         ("printf '%d\\n'", "printf %d of a maybe non-number"),
         ("printf '%d\\n' \"$n\"", "printf %d of a maybe non-number"),
         ("printf '%s %d\\n' a 1 b", "printf %d of a maybe non-number"),
-        ("wait 1234", "wait for a literal pid"),
+        ("wait 1234", "wait for anything but $!"),
         ("ls ~nobody/x", "~user"),
         ("cd /x; printf '%d' $?", "$? after a failing cd"),
         ("cat < /in; rc=$?", "$? after a failing cd or redirection"),
@@ -363,5 +363,112 @@ proptest::proptest! {
     fn never_panics(script in "[$(){}\\[\\]'\"`\\\\;&|<>#=~*?!%:+,.@^0-9a-z \n\t-]{0,80}") {
         let _ = check(&script, false, false);
         let _ = check(&script, true, true);
+    }
+}
+
+/// Issue 17, class 2: an expansion's value is the attacker's wherever a builtin or the
+/// shell interprets it. Each script was proven portable on the old `main`; each behaves
+/// otherwise in dash or busybox for some value (checked by `shell_fix_differential`).
+#[test]
+fn expansion_values_are_attacker_chosen_in_builtin_operands() {
+    let cases: &[(&str, &str)] = &[
+        // X=- : bash fails (no OLDPWD), sh stays in / and empties it.
+        ("cd \"$X\"; rm -rf ./*", "cd to an expansion"),
+        ("cd \"$X/sub\" && rm -rf ./*", "cd to an expansion"),
+        ("cd \"${X:-/data}\"", "cd to an expansion"),
+        ("cd \"$(cat /dir)\"", "cd to an expansion"),
+        // N=1\r: dash and busybox read 1, bash fails.
+        (
+            "[ \"$N\" -eq 1 ] && rm -rf /data/*",
+            "a test integer operand",
+        ),
+        ("test 1 -lt \"$N\"", "a test integer operand"),
+        ("[ \"${N:-0}\" -gt 0 ]", "a test integer operand"),
+        ("[ \"$1\" -ne 0 ]", "a test integer operand"),
+        ("test \"$OP\" x", "an operator from an expansion"),
+        ("[ a \"$OP\" b ]", "an operator from an expansion"),
+        ("[ ! \"$X\" = a ]", "an operator from an expansion"),
+        // P=[^a]: a negation in bash and busybox, `^` or `a` in dash.
+        ("printf '%s' \"${P%$Q}\"", "an expansion in a ${x%pattern}"),
+        ("printf '%s' \"${P##$Q}\"", "an expansion in a ${x%pattern}"),
+        ("printf '%s' \"${P%[^/]*}\"", "[^...] in a ${x%pattern}"),
+        ("printf '%s' \"${P#[[.a.]]}\"", "[[.x.]]"),
+        ("ls /data/[[=a=]]*", "[[.x.]]"),
+        ("case a in $X) rm -rf /data/* ;; esac", "an unquoted $"),
+        ("rm -rf $D/*", "an unquoted $D"),
+        ("rm -rf /data/$(cat /name)", "an unquoted $"),
+        ("for f in $L; do rm -f \"$f\"; done", "an unquoted $L"),
+        ("export A=$X", "an unquoted $X"),
+        // CODE=-1: 255 in bash, an error in dash and busybox; 256, +1, ` 1`, `--` too.
+        ("exit \"$CODE\"", "exit with an expansion other than $?"),
+        ("exit $((n + 1))", "exit with an expansion other than $?"),
+        (
+            "f() { return \"$R\"; }; f",
+            "exit with an expansion other than $?",
+        ),
+        ("kill \"$PID\"", "kill of an expansion"),
+        ("kill -TERM $(cat /run/pid)", "kill of an expansion"),
+        ("wait \"$PID\"", "wait for anything but $!"),
+        // X=a[$(cmd)] runs cmd in bash; X=1+1 is 2 in bash, an error in dash.
+        ("printf '%d' $((X + 1))", "$X in $((...))"),
+        ("printf '%d' $(($X + 1))", "$X in $((...))"),
+        ("printf '%d' $((${X} + 1))", "$X in $((...))"),
+        ("printf '%d' $((${X:-0} + 1))", "an expansion in $((...))"),
+        ("printf '%d' $(($1 + 1))", "an expansion in $((...))"),
+        (
+            "printf '%d' \"$N\"",
+            "printf %d of a maybe non-number from $N",
+        ),
+        // Owned integers: only when the first mention assigns a number unconditionally.
+        ("i=$((i + 1))", "$i in $((...))"),
+        ("[ \"$i\" -lt 3 ]; i=0", "from $i"),
+        ("if true; then i=0; fi; [ \"$i\" -lt 3 ]", "from $i"),
+        ("true && i=0; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0 | cat; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0 & [ \"$i\" -lt 3 ]", "from $i"),
+        ("(i=0); [ \"$i\" -lt 3 ]", "from $i"),
+        ("x=$(i=0); [ \"$i\" -lt 3 ]", "from $i"),
+        ("f() { i=0; }; f; [ \"$i\" -lt 3 ]", "from $i"),
+        ("for x in 1; do i=0; done; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; read -r i; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; i=$X; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; i=\"${X:-1}\"; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; for i in a; do :; done; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; unset i; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; : \"${i:=x}\"; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=0; trap 'i=x' TERM; [ \"$i\" -lt 3 ]", "from $i"),
+        ("i=08; printf '%d' $((i))", "$i in $((...))"),
+    ];
+    let mut failures = Vec::new();
+    for (script, want) in cases {
+        match blocker(script) {
+            Some(found) if found.contains(want) => {}
+            other => failures.push(format!("{script:?}: want {want:?}, got {other:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What stays proven: positions where every value means the same (checked with generated
+/// values by `shell_fix_differential`), and variables the script owns as integers.
+#[test]
+fn expansion_values_are_attacker_chosen_safe_positions_stay_portable() {
+    for script in [
+        "cd \"/$X\" && pwd",
+        "cd \"./$X\" && pwd",
+        "cd /data/\"$X\"",
+        "[ \"$X\" = a ]; [ -n \"$X\" ]; [ \"$X\" ]; test ! \"$X\"",
+        "[ \"$X\" != \"$Y\" ] || exit 1",
+        "rm -rf \"$D\"/* \"$D\"/sub",
+        "printf '%s|%c\\n' \"$X\" \"$X\"",
+        "set -- \"$X\"; printf '%s\\n' \"$#\"",
+        "case \"$X\" in a*) exit 0 ;; *) exit $? ;; esac",
+        "A=${X%\"$Y\"}; B=\"${X#/}\"; printf '%s %s' \"$A\" \"$B\"",
+        "i=0; while [ \"$i\" -lt 3 ]; do i=$((i + 1)); done; printf '%d\\n' \"$i\"",
+        "n=5; rm -rf /tmp/$n; exit $?",
+        "sleep 1 & pid=$!; kill \"$!\"; wait $!",
+        "A=\"$X\"; B=$X; export C=\"$X\"",
+    ] {
+        assert_eq!(blocker(script), None, "{script:?}");
     }
 }

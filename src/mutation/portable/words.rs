@@ -2,9 +2,21 @@
 //! the command level (see the contract in `portable.rs`).
 
 use super::MAX_DEPTH;
-use super::{builtins, is_meta, is_name_char, is_name_start, no, Ctx, Heredoc, Parser, Word, R};
+use super::{
+    builtins, is_meta, is_name_char, is_name_start, no, Ctx, Exp, Heredoc, Parser, Word, R,
+};
+
+/// bash evaluates a variable's value in `$((…))` as an expression (`a[$(cmd)]` runs
+/// `cmd`, `1+1` is 2), dash and busybox want a number.
+const ARITHMETIC_VALUE: &str = "an expansion in $((...))";
 
 impl Parser<'_> {
+    /// A variable in `$((…))`: the script must own it as an integer.
+    fn arithmetic_variable(&mut self, name: &[u8]) {
+        let why = format!("${} in $((...))", String::from_utf8_lossy(name));
+        self.need_integer(name, why);
+    }
+
     /// A redirection at the cursor, consumed; `false` when there is none.
     pub(super) fn redirection(&mut self) -> R<bool> {
         let mut j = self.i;
@@ -213,6 +225,12 @@ impl Parser<'_> {
                     if c == b'[' && matches!(self.peek_at(1), Some(b'^')) {
                         return no("[^...] globs");
                     }
+                    if c == b'['
+                        && self.peek_at(1) == Some(b'[')
+                        && matches!(self.peek_at(2), Some(b'.' | b'='))
+                    {
+                        return no("[[.x.]] or [[=x=]] in a pattern");
+                    }
                     if segment_dot {
                         return no("globs on a leading . (dash matches . and ..)");
                     }
@@ -279,11 +297,28 @@ impl Parser<'_> {
         }
     }
 
-    pub(super) fn expanded(&self, word: &mut Word, ctx: Ctx) {
+    pub(super) fn expanded(&self, word: &mut Word, ctx: Ctx, exp: Exp) {
+        if word.text.is_empty() && word.expansions == 0 {
+            word.leads_with_expansion = true;
+        }
         word.literal = false;
         word.expansions += 1;
+        match &exp {
+            Exp::Integer => word.integer_expansions += 1,
+            Exp::Special(c) => {
+                word.integer_expansions += 1;
+                word.special = Some(*c);
+            }
+            Exp::Var(name) => word.vars.push(name.clone()),
+            Exp::Free => {}
+        }
         if ctx == Ctx::Unquoted {
             word.unquoted_expansion = true;
+            match exp {
+                Exp::Free => word.unquoted_free += 1,
+                Exp::Var(name) => word.unquoted_vars.push(name),
+                Exp::Integer | Exp::Special(_) => {}
+            }
         }
     }
 
@@ -301,16 +336,20 @@ impl Parser<'_> {
 
     pub(super) fn dollar_inner(&mut self, word: &mut Word, ctx: Ctx) -> R<()> {
         let next = self.peek_at(1);
-        match next {
+        let exp = match next {
             Some(b'(') if self.peek_at(2) == Some(b'(') => {
                 self.i += 3;
                 self.arithmetic()?;
-                word.integer_expansions += 1;
+                Exp::Integer
             }
             Some(b'(') => {
                 self.i += 2;
                 let mark = self.loop_exits.len();
-                let count = self.list(&[], true, true)?;
+                // A subshell: its assignments never reach the main shell.
+                self.nest += 1;
+                let count = self.list(&[], true, true);
+                self.nest -= 1;
+                let count = count?;
                 if self.peek() != Some(b')') {
                     return no("syntax the parser does not know");
                 }
@@ -319,12 +358,11 @@ impl Parser<'_> {
                 if count > 1 {
                     self.multi_subst = true;
                 }
+                Exp::Free
             }
             Some(b'{') => {
                 self.i += 2;
-                if self.parameter(ctx)? {
-                    word.integer_expansions += 1;
-                }
+                self.parameter(ctx)?
             }
             Some(b'\'') if ctx == Ctx::Unquoted => return no("$'...' strings"),
             Some(b'[') => return no("$[...] arithmetic"),
@@ -334,18 +372,23 @@ impl Parser<'_> {
                     .iter()
                     .take_while(|&&c| is_name_char(c))
                     .count();
-                builtins::check_read(&self.s[self.i + 1..self.i + 1 + len])?;
+                let name = &self.s[self.i + 1..self.i + 1 + len];
+                builtins::check_read(name)?;
+                self.record(name, None);
                 self.i += 1 + len;
+                Exp::Var(name.to_vec())
             }
             Some(b'0') if !self.zero_known => return no("$0"),
             Some(c)
                 if c.is_ascii_digit() || matches!(c, b'?' | b'$' | b'!' | b'#' | b'@' | b'*') =>
             {
-                if matches!(c, b'?' | b'$' | b'!' | b'#') {
-                    word.integer_expansions += 1;
-                }
                 self.reads_status |= c == b'?';
                 self.i += 2;
+                if matches!(c, b'?' | b'$' | b'!' | b'#') {
+                    Exp::Special(c)
+                } else {
+                    Exp::Free
+                }
             }
             Some(b'-') => return no("$-"),
             _ => {
@@ -354,14 +397,14 @@ impl Parser<'_> {
                 self.i += 1;
                 return Ok(());
             }
-        }
-        self.expanded(word, ctx);
+        };
+        self.expanded(word, ctx, exp);
         Ok(())
     }
 
     /// After `${`: a plain parameter, `#NAME`, or NAME with a POSIX operator and word.
-    /// `true` when it always gives an integer (`${#NAME}`, `${?}` …).
-    pub(super) fn parameter(&mut self, ctx: Ctx) -> R<bool> {
+    /// What it yields: an integer (`${#NAME}`, `${?}` …), a plain variable, or free.
+    pub(super) fn parameter(&mut self, ctx: Ctx) -> R<Exp> {
         if self.peek() == Some(b'!') {
             return no("${!var}");
         }
@@ -388,13 +431,22 @@ impl Parser<'_> {
         }
         if is_name_start(name[0]) {
             builtins::check_read(name)?;
+            self.record(name, None);
         }
         self.i += name_len;
         let op = self.peek();
         match op {
             Some(b'}') => {
                 self.i += 1;
-                return Ok(length || matches!(name[0], b'?' | b'$' | b'!' | b'#'));
+                return Ok(if length {
+                    Exp::Integer
+                } else if matches!(name[0], b'?' | b'$' | b'!' | b'#') {
+                    Exp::Special(name[0])
+                } else if is_name_start(name[0]) {
+                    Exp::Var(name.to_vec())
+                } else {
+                    Exp::Free
+                });
             }
             Some(b'[') => return no("arrays"),
             _ if length => return no("syntax the parser does not know"),
@@ -421,14 +473,26 @@ impl Parser<'_> {
                 return no("syntax the parser does not know");
             }
             builtins::check_assigned(name)?;
+            self.record(name, Some(false));
         }
+        // `${x%PAT}` / `${x#PAT}`: PAT is a pattern (inside "…" too); an expansion in it
+        // outside inner quotes brings an attacker-chosen pattern (`[^a]`, `[[.a.]]`, which
+        // dash reads otherwise), and dash does not know `[^…]` written out either.
+        let pattern = matches!(op, Some(b'%' | b'#'));
+        let start = self.i;
         let mut inner = Word::default();
         loop {
             match self.peek() {
                 None => return no("syntax the parser does not know"),
                 Some(b'}') => {
+                    if pattern {
+                        self.pattern_text(start)?;
+                        if inner.unquoted_free > 0 || !inner.unquoted_vars.is_empty() {
+                            return no("an expansion in a ${x%pattern}");
+                        }
+                    }
                     self.i += 1;
-                    return Ok(false);
+                    return Ok(Exp::Free);
                 }
                 Some(b'{') => return no("{ inside ${...}"),
                 Some(b'\\' | b'\'' | b'"') if ctx == Ctx::Quoted => {
@@ -447,6 +511,9 @@ impl Parser<'_> {
                     self.i += len + 2;
                 }
                 Some(b'"') => self.double_quoted(&mut inner)?,
+                // Unquoted for the pattern, whatever the outer quoting.
+                Some(b'$') if pattern => self.dollar(&mut inner, Ctx::Unquoted)?,
+                Some(b'`') if pattern => self.backquote(&mut inner, Ctx::Unquoted)?,
                 Some(b'$') => self.dollar(&mut inner, ctx)?,
                 Some(b'`') => self.backquote(&mut inner, ctx)?,
                 Some(b'~') => return no("~ inside ${...}"),
@@ -490,7 +557,10 @@ impl Parser<'_> {
                 }
                 _ if is_name_start(c) => {
                     let len = rest.iter().take_while(|&&c| is_name_char(c)).count();
-                    builtins::check_read(&rest[..len])?;
+                    let name = &rest[..len];
+                    builtins::check_read(name)?;
+                    self.record(name, None);
+                    self.arithmetic_variable(name);
                     self.i += len;
                 }
                 b'$' => {
@@ -498,10 +568,20 @@ impl Parser<'_> {
                     match self.peek_at(1) {
                         Some(b'{') => {
                             self.i += 2;
-                            self.parameter(Ctx::Quoted)?;
+                            match self.parameter(Ctx::Quoted)? {
+                                Exp::Integer | Exp::Special(_) => {}
+                                Exp::Var(name) => self.arithmetic_variable(&name),
+                                Exp::Free => return no(ARITHMETIC_VALUE),
+                            }
                         }
                         Some(c) if is_name_start(c) || c.is_ascii_digit() || c == b'#' => {
-                            self.dollar(&mut sink, Ctx::Quoted)?
+                            self.dollar(&mut sink, Ctx::Quoted)?;
+                            if sink.has_free_expansion() && sink.vars.is_empty() {
+                                return no(ARITHMETIC_VALUE);
+                            }
+                            for name in &sink.vars {
+                                self.arithmetic_variable(name);
+                            }
                         }
                         _ => return no("$(...) inside $((...))"),
                     }
@@ -577,7 +657,21 @@ impl Parser<'_> {
             self.multi_subst = true;
         }
         self.i += len + 2;
-        self.expanded(word, ctx);
+        self.expanded(word, ctx, Exp::Free);
+        Ok(())
+    }
+
+    /// The text of a `${x%PAT}` pattern from `start` to the cursor: no bracket expression
+    /// that dash reads otherwise (`[^…]` is a negation only in bash and busybox;
+    /// `[[.a.]]` and `[[=a=]]` are collating elements only there).
+    pub(super) fn pattern_text(&self, start: usize) -> R<()> {
+        let text = &self.s[start..self.i];
+        if text.windows(2).any(|w| w == b"[^") {
+            return no("[^...] in a ${x%pattern}");
+        }
+        if text.windows(3).any(|w| w == b"[[." || w == b"[[=") {
+            return no("[[.x.]] or [[=x=]] in a pattern");
+        }
         Ok(())
     }
 }
