@@ -471,9 +471,15 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
     );
     // Every mount is one of those volumes or the config: nothing else reaches the host.
     assert_eq!(mounts.len(), volumes.len(), "{mounts:?}");
-    for key in ["hostPID", "hostNetwork", "hostIPC"] {
+    for key in ["hostNetwork", "hostIPC"] {
         assert_ne!(pod[key], true, "{key}");
     }
+    // The node's processes, for "in use" by identity (their mountinfo); nothing else of
+    // them: no capability to trace or enter them.
+    assert_eq!(
+        pod["hostPID"], true,
+        "in use is decided from the node's mountinfo"
+    );
 }
 
 /// A normal config file, with the prefixes the reaper needs to start, none of them a

@@ -5,131 +5,12 @@
 //! address that refuses them, which the reaper only logs.
 
 mod core_support;
+mod reaper_support;
 
-use core_support::{host_path_volume, job, mutate_with, scratch_container};
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 use prestop_injector::config::Config;
-use prestop_injector::mutation::Endpoint;
-use prestop_injector::reaper::events::Events;
-use prestop_injector::reaper::ledger::Ledger;
-use prestop_injector::reaper::metrics::Metrics;
-use prestop_injector::reaper::node::Reaper;
+use reaper_support::{config, entries, injected_pod, listed, metric, other_pod, Node, PREFIX};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
-const PREFIX: &str = "/mnt/scratch";
-
-struct Node {
-    _dir: tempfile::TempDir,
-    host: PathBuf,
-    state: PathBuf,
-}
-
-impl Node {
-    fn new() -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let host = dir.path().join("host");
-        std::fs::create_dir_all(host.join(PREFIX.trim_start_matches('/'))).unwrap();
-        let state = dir.path().join("state/state.json");
-        std::fs::create_dir_all(state.parent().unwrap()).unwrap();
-        Node {
-            _dir: dir,
-            host,
-            state,
-        }
-    }
-
-    /// `host_path` on the node, filled with files, a dot-file and a nested directory.
-    fn scratch(&self, host_path: &str) -> PathBuf {
-        let dir = self.on_host(host_path);
-        std::fs::create_dir_all(dir.join("nested/deeper")).unwrap();
-        for file in ["out.bin", ".hidden", "nested/deeper/x"] {
-            std::fs::write(dir.join(file), b"scratch").unwrap();
-        }
-        dir
-    }
-
-    fn on_host(&self, host_path: &str) -> PathBuf {
-        self.host.join(host_path.trim_start_matches('/'))
-    }
-
-    fn reaper(&self, config: Config, dry_run: bool) -> Reaper {
-        // An address nothing listens on: Events fail and are logged, as with an API
-        // server that is down.
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
-        let (events, send) = Events::new(client, "default", "node-a");
-        tokio::spawn(send);
-        let loaded = prestop_injector::reaper::state::load(&self.state, "node-a");
-        let mut ledger = Ledger::new(Duration::ZERO);
-        ledger.restore(loaded.records);
-        Reaper::new(
-            config,
-            "node-a".into(),
-            None,
-            self.host.clone(),
-            self.state.clone(),
-            dry_run,
-            ledger,
-            Arc::new(Metrics::new()),
-            events,
-        )
-    }
-}
-
-fn config() -> Config {
-    Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap()
-}
-
-fn entries(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |d| d.count())
-}
-
-/// A Pod made from the template of a Job the webhook injected, on node-a.
-fn injected_pod(name: &str, host_path: &str) -> Pod {
-    let job = job(
-        json!({"prestop-injector.io/cleanup": "auto"}),
-        scratch_container(),
-        json!([host_path_volume("scratch", host_path)]),
-    );
-    let job = mutate_with(Endpoint::Mutate, &config(), job).patched;
-    let template = &job["spec"]["template"];
-    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
-    pod["metadata"]["name"] = json!(name);
-    pod["metadata"]["namespace"] = json!("batch");
-    pod["metadata"]["uid"] = json!(format!("uid-{name}"));
-    pod["spec"]["nodeName"] = json!("node-a");
-    serde_json::from_value(pod).unwrap()
-}
-
-/// A pod of someone else that mounts `host_path`, not injected.
-fn other_pod(name: &str, host_path: &str) -> Pod {
-    let pod: Value = json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "other", "uid": format!("uid-{name}")},
-        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "busybox",
-                 "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
-                 "volumes": [host_path_volume("v", host_path)]}});
-    serde_json::from_value(pod).unwrap()
-}
-
-fn listed(reaper: &mut Reaper, pods: &[&Pod]) {
-    reaper.on_event(Event::Init);
-    for pod in pods {
-        reaper.on_event(Event::InitApply((*pod).clone()));
-    }
-    reaper.on_event(Event::InitDone);
-}
-
-fn metric(reaper: &Reaper, name: &str) -> f64 {
-    let text = reaper.metrics.encode();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in\n{text}"))
-}
 
 #[tokio::test]
 async fn a_gone_pods_directory_is_emptied_and_kept() {
@@ -340,4 +221,88 @@ async fn nothing_is_emptied_while_the_watch_is_lost() {
     reaper.on_event(Event::InitDone);
     reaper.act_on_due().await;
     assert_eq!(entries(&dir), 0);
+}
+
+/// Set in the child of `crash_during_one_walk_does_not_starve_others`: the node's root.
+const CRASH_NODE: &str = "PRESTOP_TEST_REAPER_CRASH_NODE";
+
+/// Issue 17, class 9: a directory whose walk kills the reaper (out of memory, in the
+/// issue) must not stop the others on every restart. Each run is a real process (this
+/// test binary again) that restarts from the state file and lists no pods; its walk of
+/// `a-poison` aborts the process. The next run walks `a-poison` last, so the others are
+/// emptied; after three walks that never finished it is given up and left as it is.
+#[tokio::test]
+async fn crash_during_one_walk_does_not_starve_others() {
+    if let Some(root) = std::env::var_os(CRASH_NODE) {
+        let node = Node::at(std::path::Path::new(&root));
+        let mut reaper = node.reaper(config(), false);
+        reaper.walker = |path| {
+            if path.ends_with("/a-poison") {
+                std::process::abort();
+            }
+            prestop_clean::empty_directory(path)
+        };
+        listed(&mut reaper, &[]);
+        reaper.act_on_due().await;
+        reaper.save();
+        return;
+    }
+    let node = Node::new();
+    let names = ["a-poison", "b", "c"];
+    let dirs: Vec<_> = names
+        .iter()
+        .map(|name| node.scratch(&format!("{PREFIX}/{name}")))
+        .collect();
+    let pods: Vec<_> = names
+        .iter()
+        .map(|name| injected_pod(name, &format!("{PREFIX}/{name}")))
+        .collect();
+    let mut first = node.reaper(config(), false);
+    listed(&mut first, &pods.iter().collect::<Vec<_>>());
+    first.save();
+    drop(first);
+    // The pods are gone (force-deleted) before each run below starts.
+    let run = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "crash_during_one_walk_does_not_starve_others",
+                "--test-threads=1",
+            ])
+            .env(CRASH_NODE, &node.root)
+            .output()
+            .unwrap()
+    };
+    let state =
+        || -> Value { serde_json::from_slice(&std::fs::read(&node.state).unwrap()).unwrap() };
+    // Run 1: `a-poison` comes first (in order) and its walk kills the reaper.
+    let crashed = run();
+    assert!(!crashed.status.success(), "the walk of a-poison aborts");
+    assert_eq!(
+        state()["walking"],
+        json!({"path": "/mnt/scratch/a-poison", "attempts": 1})
+    );
+    assert_eq!(entries(&dirs[1]), 3, "b was not reached");
+    // Run 2: the directory that killed the last one goes last; the others are emptied.
+    assert!(!run().status.success());
+    assert_eq!(entries(&dirs[1]), 0, "b is not starved");
+    assert_eq!(entries(&dirs[2]), 0, "c is not starved");
+    assert_eq!(state()["walking"]["attempts"], 2);
+    assert_eq!(
+        state()["directories"][0]["path"],
+        "/mnt/scratch/a-poison",
+        "b and c are no longer recorded"
+    );
+    assert_eq!(state()["directories"].as_array().unwrap().len(), 1);
+    // Run 3 crashes once more; run 4 gives it up: it is forgotten and left as it is.
+    assert!(!run().status.success());
+    let last = run();
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    assert_eq!(state()["directories"], json!([]));
+    assert!(state().get("walking").is_none());
+    assert_eq!(entries(&dirs[0]), 3);
 }

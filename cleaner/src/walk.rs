@@ -12,12 +12,20 @@
 //!   the name is, never *where* it is: the worst a racing writer achieves is that its
 //!   symlink is removed, or that an entry survives and is reported.
 //! - The target directory itself is never removed.
-//! - Iterative: the walk keeps a stack of frames (names still to visit), so depth costs
-//!   memory, not call stack. At most [`WINDOW`] directory descriptors are open; when a
-//!   frame further up lost its descriptor, the walk returns to it by `..` from the child
-//!   and checks that it arrived in the directory it left (device and inode). If not, the
-//!   tree was moved under it, and the walk starts again from the target (a bounded number
-//!   of times).
+//! - Bounded memory, whatever the size of a directory: each directory is *streamed*
+//!   (`getdents64` into a buffer of at most ~24 KiB) while its entries are removed, never
+//!   listed whole. POSIX `readdir` returns every entry that is neither added nor removed
+//!   meanwhile exactly once, so removing the entries already returned skips nothing.
+//!   A frame holds its stream, its name and a few numbers; survivors are counted, and
+//!   only the first [`MAX_NAMED`] are named.
+//! - Iterative: the walk keeps a stack of frames, so depth costs memory, not call stack.
+//!   At most [`WINDOW`] directory descriptors are open (each stream owns one); when a
+//!   frame further up lost its descriptor, the walk returns to it by `..` from the child,
+//!   checks that it arrived in the directory it left (device and inode), and resumes its
+//!   stream where it was (`seekdir` to the offset of the last entry taken). If `..` is
+//!   not that directory, the tree was moved under it, and the walk starts again from the
+//!   target (a bounded number of times); if the offset cannot be restored, the directory
+//!   is left for the next pass.
 //! - `ENOENT` anywhere means another process removed the entry first: fine. `EINTR` is
 //!   retried. A read-only filesystem stops the walk at the first `EROFS`.
 
@@ -54,16 +62,42 @@ struct Entry {
 }
 
 struct Frame {
-    /// `None` for the target (its descriptor is [`Walk::root`]) and for frames whose
-    /// descriptor was closed to stay within [`WINDOW`].
-    fd: Option<OwnedFd>,
+    /// The directory's stream, whose descriptor is also the one its entries are opened
+    /// and removed through. `None` for frames whose descriptor was closed to stay within
+    /// [`WINDOW`] (never the target's).
+    dir: Option<Dir>,
     /// Its name in the parent (empty for the target).
     name: CString,
     dev: u64,
     ino: u64,
-    pending: Vec<Entry>,
+    /// The `d_off` of the last entry taken from the stream: where it resumes after its
+    /// descriptor was closed and reopened.
+    offset: i64,
+    /// The child being walked when the stream was closed: should the resumed stream
+    /// return it again, it is not walked twice.
+    resumed_after: Option<CString>,
+    /// The stream is exhausted (or failed): only the directory's removal is left.
+    done: bool,
+    /// Why the stream failed before its end: the directory survives, named once.
+    failed: Option<Reason>,
     /// Entries of this directory that survived (so its own removal is expected to fail).
     left: u64,
+}
+
+impl Frame {
+    fn new(dir: Dir, name: CString, dev: u64, ino: u64) -> Frame {
+        Frame {
+            dir: Some(dir),
+            name,
+            dev,
+            ino,
+            offset: 0,
+            resumed_after: None,
+            done: false,
+            failed: None,
+            left: 0,
+        }
+    }
 }
 
 /// One pass over the tree below `root`.
@@ -117,28 +151,25 @@ impl<'a> Walk<'a> {
             Err(err) => return self.survive_path(self.target.as_bytes().to_vec(), err.into()),
         };
         self.root_dev = dev;
-        let pending = match self.list(self.root) {
-            Ok(pending) => pending,
+        let dir = match stream(self.root) {
+            Ok(dir) => dir,
             Err(err) => return self.survive_path(self.target.as_bytes().to_vec(), err.into()),
         };
-        self.stack.push(Frame {
-            fd: None,
-            name: CString::default(),
-            dev,
-            ino,
-            pending,
-            left: 0,
-        });
+        self.stack
+            .push(Frame::new(dir, CString::default(), dev, ino));
         while !self.stopped {
-            let Some(top) = self.stack.last_mut() else {
-                break;
-            };
-            if let Some(entry) = top.pending.pop() {
-                self.entry(entry);
-                continue;
-            }
-            if self.stack.len() == 1 {
-                break;
+            match self.next_entry() {
+                Some(entry) => {
+                    self.entry(entry);
+                    continue;
+                }
+                None if self.stack.len() <= 1 => {
+                    if let Some(reason) = self.stack.last_mut().and_then(|f| f.failed.take()) {
+                        self.survive_path(self.target.as_bytes().to_vec(), reason);
+                    }
+                    break;
+                }
+                None => {}
             }
             let Some(child) = self.stack.pop() else {
                 break;
@@ -151,25 +182,69 @@ impl<'a> Walk<'a> {
                 self.survive_path(path, Reason::Changing);
                 break;
             }
-            drop(child.fd);
-            self.remove_dir(child.name, child.left);
+            drop(child.dir);
+            match child.failed {
+                Some(reason) => self.survive(&child.name, reason),
+                None => self.remove_dir(child.name, child.left),
+            }
         }
     }
 
-    fn list(&self, fd: BorrowedFd<'_>) -> Result<Vec<Entry>, Errno> {
-        #[allow(unused_mut)]
-        let mut entries = list(fd)?;
-        #[cfg(test)]
-        if self.unknown_types {
-            entries.iter_mut().for_each(|e| e.kind = Kind::Unknown);
+    /// The next entry of the top frame's stream (`.` and `..` left out), or `None` once
+    /// it is exhausted. A stream that fails leaves its directory as a survivor.
+    fn next_entry(&mut self) -> Option<Entry> {
+        loop {
+            let top = self.stack.last_mut()?;
+            if top.done {
+                return None;
+            }
+            let read = match top.dir.as_mut() {
+                Some(dir) => dir.read(),
+                // Cannot happen: a frame is reopened (or the walk stops) before it is
+                // read again. Treat it as a failed stream rather than loop.
+                None => Some(Err(Errno::BADF)),
+            };
+            let entry = match read {
+                None => {
+                    top.done = true;
+                    return None;
+                }
+                Some(Err(Errno::INTR)) => continue,
+                Some(Err(err)) => {
+                    // The directory could not be read to its end: it survives whole.
+                    top.done = true;
+                    top.failed = Some(err.into());
+                    return None;
+                }
+                Some(Ok(entry)) => entry,
+            };
+            top.offset = entry.offset();
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            if top.resumed_after.as_deref() == Some(name) {
+                // Walked already, just before this stream was closed and resumed.
+                top.resumed_after = None;
+                continue;
+            }
+            #[allow(unused_mut)]
+            let mut kind = kind_of(entry.file_type());
+            #[cfg(test)]
+            if self.unknown_types {
+                kind = Kind::Unknown;
+            }
+            return Some(Entry {
+                name: name.to_owned(),
+                kind,
+            });
         }
-        Ok(entries)
     }
 
     /// The descriptor of the directory being worked on.
     fn top_fd(&self) -> BorrowedFd<'_> {
-        match self.stack.last().and_then(|frame| frame.fd.as_ref()) {
-            Some(fd) => fd.as_fd(),
+        match self.stack.last().and_then(|frame| frame.dir.as_ref()) {
+            Some(dir) => dir.fd().unwrap_or(self.root),
             None => self.root,
         }
     }
@@ -230,7 +305,8 @@ impl<'a> Walk<'a> {
         self.survive(&entry.name, Reason::Changing);
     }
 
-    /// Enters a directory just opened below the top frame.
+    /// Enters a directory just opened below the top frame: the place for every check
+    /// on a directory before anything inside it is touched.
     fn descend(&mut self, name: CString, fd: OwnedFd) {
         let st = match fstat(&fd) {
             Ok(st) => st,
@@ -241,43 +317,30 @@ impl<'a> Walk<'a> {
             // mount (a btrfs subvolume) is not expected either. Never enter it.
             return self.survive(&name, Reason::OtherDevice);
         }
-        let mut listed = self.list(fd.as_fd());
-        while matches!(listed, Err(Errno::MFILE)) && self.close_oldest() {
-            listed = self.list(fd.as_fd());
-        }
-        let pending = match listed {
-            Ok(pending) => pending,
-            Err(Errno::ACCESS) => {
-                drop(fd);
-                return self.remove_unreadable(name);
-            }
+        // The stream owns the descriptor: no second one per directory.
+        let dir = match Dir::new(fd) {
+            Ok(dir) => dir,
             Err(err) => return self.survive(&name, err.into()),
         };
-        self.stack.push(Frame {
-            fd: Some(fd),
-            name,
-            dev: st.st_dev,
-            ino: st.st_ino,
-            pending,
-            left: 0,
-        });
+        self.stack.push(Frame::new(dir, name, st.st_dev, st.st_ino));
         // Keep at most WINDOW descriptors: close the one furthest up (never the target's).
         if self.stack.len() > WINDOW + 1 {
             let oldest = self.stack.len() - 1 - WINDOW;
-            self.stack[oldest].fd = None;
+            self.stack[oldest].dir = None;
         }
     }
 
     /// Closes the descriptor of the frame furthest up that still has one, except the
-    /// working directory's; false when there is none to close.
+    /// target's and the working directory's; false when there is none to close.
     fn close_oldest(&mut self) -> bool {
         let top = self.stack.len().saturating_sub(1);
-        match self.stack[..top]
-            .iter_mut()
-            .find(|frame| frame.fd.is_some())
+        match self
+            .stack
+            .get_mut(1..top)
+            .and_then(|frames| frames.iter_mut().find(|frame| frame.dir.is_some()))
         {
             Some(frame) => {
-                frame.fd = None;
+                frame.dir = None;
                 true
             }
             None => false,
@@ -285,15 +348,16 @@ impl<'a> Walk<'a> {
     }
 
     /// Makes sure the parent of `child` (now the top frame) has a descriptor, reopening
-    /// it by `..` when it was closed. False when `..` is not the directory we came from.
+    /// it by `..` and resuming its stream when it was closed. False when `..` is not the
+    /// directory we came from.
     fn ascend(&mut self, child: &Frame) -> bool {
         let depth = self.stack.len();
         match self.stack.last() {
-            Some(parent) if depth > 1 && parent.fd.is_none() => {}
+            Some(parent) if depth > 1 && parent.dir.is_none() => {}
             Some(_) => return true,
             None => return false,
         }
-        let Some(child_fd) = child.fd.as_ref() else {
+        let Some(child_fd) = child.dir.as_ref().and_then(|dir| dir.fd().ok()) else {
             return false;
         };
         #[cfg(test)]
@@ -306,12 +370,28 @@ impl<'a> Walk<'a> {
         let resolve =
             ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV;
         let reopened = retry_on_intr(|| openat2(child_fd, "..", DIR_FLAGS, Mode::empty(), resolve));
-        match reopened.and_then(|fd| fstat(&fd).map(|st| (fd, st))) {
-            Ok((fd, st)) if st.st_dev == parent.dev && st.st_ino == parent.ino => {
-                parent.fd = Some(fd);
+        let fd = match reopened.and_then(|fd| fstat(&fd).map(|st| (fd, st))) {
+            Ok((fd, st)) if st.st_dev == parent.dev && st.st_ino == parent.ino => fd,
+            _ => return false,
+        };
+        match Dir::new(fd) {
+            Ok(mut dir) => {
+                // Where the stream was: the offset is the filesystem's cookie for "after
+                // the last entry taken", valid for a new descriptor of the same directory
+                // on every filesystem that can be exported over NFS. Should it not be,
+                // entries are skipped (the directory's removal then fails and the next
+                // pass takes them) or one is seen again (the child just walked is not
+                // walked twice).
+                if dir.seek(parent.offset).is_err() {
+                    parent.done = true;
+                    parent.failed = Some(Reason::Changing);
+                    self.changed = true;
+                }
+                parent.resumed_after = Some(child.name.clone());
+                parent.dir = Some(dir);
                 true
             }
-            _ => false,
+            Err(_) => false,
         }
     }
 
@@ -397,32 +477,25 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// Every entry of the directory, `.` and `..` left out. Read in full before anything is
-/// removed, so removals never disturb the directory stream.
-fn list(fd: impl AsFd) -> Result<Vec<Entry>, Errno> {
-    // A dup shares the file offset with `fd`: rewind, or a second listing of the same
-    // descriptor (the next pass over the target) would start at the end and see nothing.
+/// A stream of the directory `fd` from its start. A dup shares the file offset with `fd`:
+/// rewind, or a second stream of the same descriptor (the next pass over the target)
+/// would start at the end and see nothing.
+fn stream(fd: impl AsFd) -> Result<Dir, Errno> {
     let mut dir = Dir::new(fcntl_dupfd_cloexec(fd, 0)?)?;
     dir.rewind();
-    let mut entries = Vec::new();
-    while let Some(entry) = dir.read() {
-        let entry = entry?;
-        let name = entry.file_name();
-        if name == c"." || name == c".." {
-            continue;
-        }
-        entries.push(Entry {
-            name: name.to_owned(),
-            kind: kind_of(entry.file_type()),
-        });
-    }
-    // Popped from the end: reverse so the walk goes in directory order.
-    entries.reverse();
-    Ok(entries)
+    Ok(dir)
 }
 
+/// How many entries the directory holds (`.` and `..` left out), streamed.
 pub(crate) fn entry_count(fd: impl AsFd) -> Result<u64, Errno> {
-    list(fd).map(|entries| entries.len() as u64)
+    let mut count = 0;
+    for entry in stream(fd)? {
+        let entry = entry?;
+        if entry.file_name() != c"." && entry.file_name() != c".." {
+            count += 1;
+        }
+    }
+    Ok(count)
 }
 
 fn kind_of(file_type: FileType) -> Kind {

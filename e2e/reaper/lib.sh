@@ -137,12 +137,18 @@ force_delete() { # pod names
   k delete pod -n e2e "$@" --grace-period=0 --force --wait=false >/dev/null 2>&1
 }
 
-# The Node Events of one reason whose message names pod e2e/$2.
-node_events() { # reason pod
+# Node Events carry counts and reasons only (issue 17, class 11): a scenario counts the
+# Events of a reason before it acts, waits for one more, and checks that none names
+# its pod (nor its directory, which is named after the pod).
+node_event_count() { # reason
   k get events -n default --field-selector "involvedObject.kind=Node,involvedObject.name=$NODE,reason=$1" -o json |
-    jq --arg pod "e2e/$2 " '[.items[] | select(.message | contains($pod))]'
+    jq '.items | length'
 }
-has_node_event() { [[ "$(node_events "$1" "$2" | jq length)" -gt 0 ]]; }
+more_node_events() { [[ "$(node_event_count "$1")" -gt "$2" ]]; } # reason count-before
+no_node_event_names() { # pod
+  [[ "$(k get events -n default --field-selector "involvedObject.kind=Node,involvedObject.name=$NODE" -o json |
+    jq --arg pod "$1" '[.items[] | select(.message | contains($pod))] | length')" = 0 ]]
+}
 
 # Proof that the reaper has decided on everything deleted before now: a marker pod,
 # injected, deleted now, and its directory emptied. The ledger decides every directory due

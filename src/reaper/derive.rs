@@ -162,7 +162,17 @@ fn host_directory(
     let host = match check_target(spec, &mounts, target, config) {
         Ok(None) => return Ok(None),
         Ok(Some(host)) => host,
-        Err(refusal) => return Err((refusal_reason(&refusal), refusal.reason())),
+        Err(refusal) => {
+            // The rule saw the template's open path (`/mnt/scratch/jobs/*`): when the pod
+            // does not say for certain what it is either, that is the reason.
+            let reason = match refusal_reason(&refusal) {
+                "rule" if sub_path_expr_unknown(pod, container, &mounts, target) => {
+                    "host_path_unknown"
+                }
+                reason => reason,
+            };
+            return Err((reason, refusal.reason()));
+        }
     };
     if host.open.is_none() {
         return Ok(Some(host.known));
@@ -199,6 +209,18 @@ fn host_directory(
         }
         _ => Err(unknown()),
     }
+}
+
+/// Whether `target`'s mount has a `subPathExpr` that cannot be expanded for certain.
+fn sub_path_expr_unknown(
+    pod: &Value,
+    container: &Value,
+    mounts: &[crate::mutation::targets::Mount],
+    target: &str,
+) -> bool {
+    mount_of(mounts, target)
+        .and_then(|mount| mount.raw.get("subPathExpr").and_then(Value::as_str))
+        .is_some_and(|expr| expand::sub_path_expr(expr, container, pod).is_none())
 }
 
 /// The metric label of a refusal of the webhook's rule.

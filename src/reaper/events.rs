@@ -1,6 +1,12 @@
 //! Kubernetes Events on the Node, one per directory emptied, reported or refused, so
 //! `kubectl describe node` and `kubectl get events` show what the reaper did.
 //!
+//! Outside the tenant's namespace an Event carries counts and reasons only: no host
+//! path (a `subPathExpr: $(POD_NAME)` directory names the pod), no file name from inside
+//! a tenant's directory, no pod name or uid. The reaper's log line, read by the operator
+//! of the node, names them. No Event goes to the pod's namespace: the pod is gone (its
+//! Events are seldom read), and it would need `create events` in every namespace.
+//!
 //! Node events live in the `default` namespace with the node's name as uid, as the
 //! kubelet writes them. They are core/v1 Events sent with `create` only (the RBAC allows
 //! nothing else); a queue decouples them from the watch loop, so a slow or absent API
@@ -23,6 +29,7 @@ pub const EMPTIED: &str = "ScratchDirectoryEmptied";
 pub const WOULD_EMPTY: &str = "ScratchDirectoryWouldEmpty";
 pub const REFUSED: &str = "ScratchDirectoryRefused";
 pub const INCOMPLETE: &str = "ScratchDirectoryIncomplete";
+pub const GAVE_UP: &str = "ScratchDirectoryGivenUp";
 
 /// Longest Event message the API server keeps (it refuses longer ones).
 const MAX_MESSAGE: usize = 1024;

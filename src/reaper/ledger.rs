@@ -193,6 +193,14 @@ impl Ledger {
         ready
     }
 
+    /// The directory was found in use when it was due (by identity, which the ledger
+    /// cannot see): it stays recorded and is due again after the delay.
+    pub fn postpone(&mut self, directory: &str, now: Instant) {
+        if self.records.contains_key(directory) {
+            self.pending.insert(directory.to_owned(), now + self.delay);
+        }
+    }
+
     /// The directory was emptied (or reported, or refused): it is no longer recorded.
     pub fn finished(&mut self, directory: &str) {
         self.records.remove(directory);

@@ -13,14 +13,17 @@ struct ReasonLabels {
 }
 
 /// Refusal reasons, the closed set of the `reason` label.
-pub const REASONS: [&str; 7] = [
+pub const REASONS: [&str; 10] = [
     "protected",
     "not_allowed",
     "rule",
     "host_path_unknown",
+    "not_mounted",
+    "in_use",
+    "in_use_unknown",
     "cleaner_refused",
     "survivors",
-    "not_mounted",
+    "walk_crashed",
 ];
 
 pub struct Metrics {

@@ -13,17 +13,24 @@
 //!   moment just before the walk, and must lie below a prefix mounted in the reaper.
 //! - A directory is emptied only when the pods that recorded it are gone from the API, no
 //!   pod on the node uses it, a directory above it or one below it, the watch is in sync
-//!   and the delay has passed ([`ledger`]). The directory itself is never removed.
+//!   and the delay has passed ([`ledger`]), and, just before the walk, no container on
+//!   the node has it, or a directory on its line, mounted — by identity ([`in_use`]). The
+//!   directory itself is never removed.
 //! - Records survive restarts in an atomically written state file ([`state`]); at start
 //!   the first complete list reconciles them.
 //! - `--dry-run` reports instead of emptying. Every action is a log line, a metric and an
-//!   Event on the Node ([`metrics`], [`events`]).
+//!   Event on the Node ([`metrics`], [`events`]); the Events carry counts and reasons,
+//!   never a path, file or pod name of a tenant (the log line names them).
+//! - The walk uses bounded memory, and the state file names the directory under walk: a
+//!   reaper that dies during one walk walks that directory last, and gives it up after
+//!   [`state::MAX_WALK_ATTEMPTS`].
 //!
 //! Layers: [`expand`], [`derive`] and [`ledger`] are pure; [`node`] is the loop.
 
 pub mod derive;
 pub mod events;
 pub mod expand;
+pub mod in_use;
 pub mod ledger;
 pub mod metrics;
 pub mod node;
@@ -152,6 +159,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
     let mut ledger = ledger::Ledger::new(args.delay);
     let restored = loaded.records.len();
     ledger.restore(loaded.records);
+    let interrupted = loaded.walking;
     let client = kube::Client::try_default()
         .await
         .context("connecting to the API server (in-cluster config or kubeconfig)")?;
@@ -160,7 +168,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
     tokio::spawn(send_events);
     let metrics = Arc::new(metrics::Metrics::new());
     let own_pod = args.pod_namespace.clone().zip(args.pod_name.clone());
-    let reaper = node::Reaper::new(
+    let mut reaper = node::Reaper::new(
         config,
         args.node_name.clone(),
         own_pod,
@@ -171,6 +179,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         metrics.clone(),
         events,
     );
+    reaper.restore_interrupted(interrupted);
     let probes = Probes {
         metrics,
         ready: reaper.ready.clone(),

@@ -4,11 +4,13 @@
 
 mod act;
 
+pub use act::node_message;
+
 use super::derive::{pod_facts, PodFacts};
 use super::events::{self, Events, Kind};
-use super::ledger::Ledger;
+use super::ledger::{Due, Ledger};
 use super::metrics::Metrics;
-use super::state;
+use super::state::{self, Walking};
 use crate::config::Config;
 use futures_util::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
@@ -34,6 +36,15 @@ pub struct Reaper {
     pub metrics: Arc<Metrics>,
     pub events: Events,
     pub ready: Arc<AtomicBool>,
+    /// Empties a directory: the cleaner's walk (tests replace it to crash on purpose).
+    pub walker: fn(&str) -> prestop_clean::Report,
+    /// The walk under way, as the state file names it.
+    walking: Option<Walking>,
+    /// A walk that was under way when the reaper last stopped: it did not finish.
+    interrupted: Option<Walking>,
+    /// Directories found in use by identity whose Event was sent (one per directory,
+    /// not one per retry).
+    busy_events: HashSet<String>,
     /// Pods whose refused targets have been logged (once per pod, not per update).
     reported: HashSet<String>,
     /// Refusals an Event has been sent for: one per container, target and reason, not
@@ -78,6 +89,10 @@ impl Reaper {
             metrics,
             events,
             ready: Arc::new(AtomicBool::new(false)),
+            walker: prestop_clean::empty_directory,
+            walking: None,
+            interrupted: None,
+            busy_events: HashSet::new(),
             reported: HashSet::new(),
             refusal_events: HashSet::new(),
             dirty: false,
@@ -109,7 +124,7 @@ impl Reaper {
                 // One directory at a time, each after the events that came during the walk
                 // before it: a pod that appeared meanwhile keeps its directory.
                 let mut watching = true;
-                for due in self.ledger.take_due(Instant::now()) {
+                for due in self.take_due() {
                     while let Some(item) = stream.next().now_or_never() {
                         watching = self.on_item(item, &mut retry);
                         if !watching {
@@ -201,6 +216,12 @@ impl Reaper {
             self.metrics.refused(refused.reason);
             let message = format!("will not empty: {}", refused.message);
             tracing::warn!(reason = refused.reason, pod = %format_args!("{}/{}", facts.namespace, facts.name), "{message}");
+            // Outside the tenant's namespace: the reason only (the log line names it).
+            let event = format!(
+                "will not empty a cleanup target of an injected pod ({}); the reaper's log on \
+                 this node names it",
+                refused.reason
+            );
             let key = format!(
                 "{}\0{}\0{}\0{}",
                 refused.reason, refused.container, refused.target, refused.why
@@ -209,7 +230,7 @@ impl Reaper {
                 self.refusal_events.clear();
             }
             if self.refusal_events.insert(key) {
-                self.events.send(Kind::Warning, events::REFUSED, &message);
+                self.events.send(Kind::Warning, events::REFUSED, &event);
             }
         }
     }
@@ -241,12 +262,53 @@ impl Reaper {
         }
     }
 
-    /// Writes the state file when the records changed since the last write.
-    pub fn save(&mut self) {
-        if !self.dirty {
+    /// Takes up a walk that did not finish before the last stop (the state file's
+    /// [`Walking`]): its directory is walked after the others, or, after
+    /// [`state::MAX_WALK_ATTEMPTS`] walks that never finished, given up and forgotten.
+    pub fn restore_interrupted(&mut self, walking: Option<Walking>) {
+        let Some(walking) = walking else {
+            return;
+        };
+        if !self.ledger.records().contains_key(&walking.path) {
             return;
         }
-        match state::save(&self.state_file, &self.node, self.ledger.records()) {
+        let (directory, attempts) = (&walking.path, walking.attempts);
+        if attempts >= state::MAX_WALK_ATTEMPTS {
+            self.ledger.finished(directory);
+            self.dirty = true;
+            self.metrics.refused("walk_crashed");
+            tracing::error!(directory, attempts, "gave up on this directory: the reaper stopped during each of its last {attempts} walks (out of memory? killed?); it is forgotten and left as it is");
+            let message = format!(
+                "gave up on a directory of a gone pod: the reaper stopped during each of its \
+                 last {attempts} walks (walk_crashed); the reaper's log on this node names it"
+            );
+            self.events.send(Kind::Warning, events::GAVE_UP, &message);
+            return;
+        }
+        tracing::warn!(directory, attempts, "the reaper stopped during the last walk of this directory; it is walked after the others");
+        self.interrupted = Some(walking);
+    }
+
+    /// The due directories, one that a walk did not finish last.
+    pub(super) fn take_due(&mut self) -> Vec<Due> {
+        let mut due = self.ledger.take_due(Instant::now());
+        if let Some(walking) = &self.interrupted {
+            due.sort_by_key(|d| d.directory == walking.path);
+        }
+        due
+    }
+
+    /// Writes the state file when the records changed since the last write.
+    pub fn save(&mut self) {
+        if self.dirty {
+            self.save_now();
+        }
+    }
+
+    /// Writes the state file.
+    fn save_now(&mut self) {
+        let walking = self.walking.as_ref();
+        match state::save(&self.state_file, &self.node, self.ledger.records(), walking) {
             Ok(()) => self.dirty = false,
             Err(error) => {
                 self.metrics.state_write_failures.inc();

@@ -4,8 +4,14 @@
 //!
 //! Written atomically (a temp file in the same directory, fsync, rename, fsync of the
 //! directory), so a crash leaves the old file or the new one, never half of one. A file
-//! that cannot be read is moved aside and the reaper starts with no records: it then
-//! empties nothing it has not seen recorded again (fail closed), and says so.
+//! that cannot be read is moved aside (`state.json.corrupt.<time>`) and the reaper starts
+//! with no records: it then empties nothing it has not seen recorded again (fail
+//! closed), and says so.
+//!
+//! Before each walk the file also names the directory being walked ([`Walking`]), so a
+//! reaper that dies during a walk (out of memory, killed) knows it at the next start: that
+//! directory goes last, and after [`MAX_WALK_ATTEMPTS`] walks that never finished it is
+//! given up, so one directory can never stop the others.
 
 use super::ledger::PodRef;
 use anyhow::Context as _;
@@ -16,12 +22,27 @@ use std::path::{Path, PathBuf};
 
 const VERSION: u32 = 1;
 
+/// Walks of one directory that may start without one finishing before it is given up.
+pub const MAX_WALK_ATTEMPTS: u32 = 3;
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StateFile {
     version: u32,
     node: String,
     directories: Vec<Entry>,
+    /// Absent when no walk is under way, so files without it stay version 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    walking: Option<Walking>,
+}
+
+/// The directory a walk started on, and how many walks of it have started without the
+/// reaper seeing one finish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Walking {
+    pub path: String,
+    pub attempts: u32,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -35,6 +56,8 @@ struct Entry {
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub records: BTreeMap<String, Vec<PodRef>>,
+    /// A walk that was under way when the file was last written: it did not finish.
+    pub walking: Option<Walking>,
     /// Problems, each a sentence for the log (the file moved aside, an entry dropped).
     pub problems: Vec<String>,
 }
@@ -79,6 +102,7 @@ pub fn load(path: &Path, node: &str) -> Loaded {
         ));
         return loaded;
     }
+    loaded.walking = file.walking;
     for entry in file.directories {
         match prestop_clean::check_target(&entry.path) {
             Ok(()) if !entry.pods.is_empty() => {
@@ -95,11 +119,12 @@ pub fn load(path: &Path, node: &str) -> Loaded {
     loaded
 }
 
-/// Writes the records of `node` atomically.
+/// Writes the records of `node`, and the walk under way if any, atomically.
 pub fn save(
     path: &Path,
     node: &str,
     records: &BTreeMap<String, Vec<PodRef>>,
+    walking: Option<&Walking>,
 ) -> anyhow::Result<()> {
     let file = StateFile {
         version: VERSION,
@@ -111,6 +136,7 @@ pub fn save(
                 pods: pods.clone(),
             })
             .collect(),
+        walking: walking.cloned(),
     };
     let mut text = serde_json::to_vec_pretty(&file)?;
     text.push(b'\n');
@@ -133,11 +159,15 @@ pub fn save(
         .with_context(|| format!("writing the state file {}", path.display()))
 }
 
+/// `state.json` → `state.json.corrupt.<seconds since the epoch>`, beside it. The whole
+/// name is kept (not `with_extension`, which would replace `.json`).
 fn aside(path: &Path) -> PathBuf {
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    path.with_extension(format!("corrupt.{stamp}"))
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".corrupt.{stamp}"));
+    path.with_file_name(name)
 }
 
 #[cfg(test)]
@@ -159,7 +189,7 @@ mod tests {
         assert!(load(&path, "node-a").records.is_empty());
         let mut records = BTreeMap::new();
         records.insert("/mnt/scratch/a".to_owned(), vec![pod("1"), pod("2")]);
-        save(&path, "node-a", &records).unwrap();
+        save(&path, "node-a", &records, None).unwrap();
         let loaded = load(&path, "node-a");
         assert_eq!(loaded.records, records);
         assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);

@@ -1,18 +1,33 @@
-//! Acting on due directories: the rules again with the config of the moment, then the
-//! cleaner's walk (or, with `--dry-run`, a report), and what the operator sees of it.
+//! Acting on due directories: the rules again with the config of the moment, who uses
+//! the directory by identity, then the cleaner's walk (or, with `--dry-run`, a report),
+//! and what the operator sees of it. Events on the Node carry counts and reasons only;
+//! the log lines name the directory, its pods and its survivors.
 
 use super::Reaper;
 use crate::mutation::targets::{
     is_allowed, is_at_or_below, protected_entry, HostPath, PathRefusal,
 };
 use crate::reaper::events::{self, Kind};
+use crate::reaper::in_use;
 use crate::reaper::ledger::Due;
+use crate::reaper::state::Walking;
+use prestop_clean::{size, thousands, Outcome, Report};
+use std::path::Path;
 use std::time::Instant;
+
+/// What becomes of a due directory's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Dealt with (emptied, reported or refused by a rule): forgotten.
+    Forget,
+    /// In use, or whether it is cannot be known: due again after the delay.
+    Postpone,
+}
 
 impl Reaper {
     /// Empties (or, with --dry-run, reports) every directory that is due now.
     pub async fn act_on_due(&mut self) {
-        for due in self.ledger.take_due(Instant::now()) {
+        for due in self.take_due() {
             self.act_if_free(&due).await;
         }
     }
@@ -24,12 +39,17 @@ impl Reaper {
         if !self.ledger.is_free(&due.directory) {
             return;
         }
-        self.act(due).await;
-        self.ledger.finished(&due.directory);
+        match self.act(due).await {
+            Next::Forget => {
+                self.busy_events.remove(&due.directory);
+                self.ledger.finished(&due.directory);
+            }
+            Next::Postpone => self.ledger.postpone(&due.directory, Instant::now()),
+        }
         self.dirty = true;
     }
 
-    async fn act(&self, due: &Due) {
+    async fn act(&mut self, due: &Due) -> Next {
         let directory = &due.directory;
         let pods = due
             .pods
@@ -37,43 +57,67 @@ impl Reaper {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", ");
+        let gone = match due.pods.len() {
+            1 => "a gone pod".to_owned(),
+            n => format!("{n} gone pods"),
+        };
         let location = match self.recheck(directory) {
             Ok(location) => location,
             Err((reason, why)) => {
                 self.metrics.refused(reason);
                 let message = format!("will not empty {directory}, left by {pods}: it {why}");
                 tracing::warn!(directory, reason, "{message}");
-                self.events.send(Kind::Warning, events::REFUSED, &message);
-                return;
+                let event = format!("will not empty a directory of {gone} ({reason})");
+                self.events.send(Kind::Warning, events::REFUSED, &event);
+                return Next::Forget;
             }
         };
+        let checked = {
+            let (path, host) = (location.clone(), directory.clone());
+            tokio::task::spawn_blocking(move || in_use::check(Path::new(&path), &host)).await
+        };
+        let busy = match checked {
+            Ok(result) => result.err(),
+            Err(error) => Some(in_use::Busy::Unknown(format!("the check failed: {error}"))),
+        };
+        if let Some(busy) = busy {
+            let reason = busy.reason();
+            self.metrics.refused(reason);
+            let message = format!(
+                "not emptying {directory}, left by {pods}, for now: {}; it is due again after \
+                 the delay",
+                busy.why()
+            );
+            tracing::warn!(directory, reason, "{message}");
+            if self.busy_events.insert(directory.clone()) {
+                let event = format!(
+                    "not emptying a directory of {gone} for now ({reason}): a running container \
+                     on the node may use it; it is checked again after the delay"
+                );
+                self.events.send(Kind::Warning, events::REFUSED, &event);
+            }
+            return Next::Postpone;
+        }
         if self.dry_run {
             self.metrics.would_empty.inc();
             let message = format!(
                 "would empty {directory} (--dry-run): {pods} gone, no pod on the node uses it"
             );
             tracing::info!(directory, dry_run = true, "{message}");
-            self.events
-                .send(Kind::Normal, events::WOULD_EMPTY, &message);
-            return;
+            let event =
+                format!("would empty a directory of {gone} (--dry-run): no container uses it");
+            self.events.send(Kind::Normal, events::WOULD_EMPTY, &event);
+            return Next::Forget;
         }
-        let path = location.clone();
-        let report = match tokio::task::spawn_blocking(move || {
-            prestop_clean::empty_directory(&path)
-        })
-        .await
-        {
-            Ok(report) => report,
-            Err(error) => {
-                tracing::error!(directory, %error, "the cleaner's walk did not finish");
-                return;
-            }
+        let Some(report) = self.walk(directory, &location).await else {
+            return Next::Forget;
         };
         self.metrics.entries_removed.inc_by(report.removed);
         self.metrics.bytes_freed.inc_by(report.bytes);
         let summary = report.summary();
+        let event = node_message(&report, &gone);
         match &report.outcome {
-            prestop_clean::Outcome::Emptied if report.removed > 0 => {
+            Outcome::Emptied if report.removed > 0 => {
                 self.metrics.emptied.inc();
                 let message = format!("{summary}; left by {pods}, gone from the API");
                 tracing::info!(
@@ -83,9 +127,9 @@ impl Reaper {
                     bytes = report.bytes,
                     "{message}"
                 );
-                self.events.send(Kind::Normal, events::EMPTIED, &message);
+                self.events.send(Kind::Normal, events::EMPTIED, &event);
             }
-            prestop_clean::Outcome::Emptied | prestop_clean::Outcome::Missing => {
+            Outcome::Emptied | Outcome::Missing => {
                 self.metrics.already_empty.inc();
                 tracing::info!(
                     directory,
@@ -93,18 +137,49 @@ impl Reaper {
                     "nothing left to empty (its preStop cleaned, or it is gone): {summary}"
                 );
             }
-            prestop_clean::Outcome::Skipped(_) => {
+            Outcome::Skipped(_) => {
                 self.metrics.refused("cleaner_refused");
-                let message = format!("{summary}; left by {pods}");
-                tracing::warn!(directory, location, "{message}");
-                self.events.send(Kind::Warning, events::REFUSED, &message);
+                tracing::warn!(directory, location, "{summary}; left by {pods}");
+                self.events.send(Kind::Warning, events::REFUSED, &event);
             }
-            prestop_clean::Outcome::Incomplete => {
+            Outcome::Incomplete => {
                 self.metrics.refused("survivors");
-                let message = format!("{summary}; left by {pods}");
-                tracing::warn!(directory, location, "{message}");
-                self.events
-                    .send(Kind::Warning, events::INCOMPLETE, &message);
+                tracing::warn!(directory, location, "{summary}; left by {pods}");
+                self.events.send(Kind::Warning, events::INCOMPLETE, &event);
+            }
+        }
+        Next::Forget
+    }
+
+    /// The cleaner's walk of `location`, with the state file naming it while it runs: a
+    /// reaper that dies during it walks it last after the restart, and gives it up after
+    /// [`crate::reaper::state::MAX_WALK_ATTEMPTS`] such walks.
+    async fn walk(&mut self, directory: &str, location: &str) -> Option<Report> {
+        let attempts = match &self.interrupted {
+            Some(walking) if walking.path == directory => walking.attempts + 1,
+            _ => 1,
+        };
+        self.walking = Some(Walking {
+            path: directory.to_owned(),
+            attempts,
+        });
+        self.save_now();
+        let (walker, path) = (self.walker, location.to_owned());
+        let walked = tokio::task::spawn_blocking(move || walker(&path)).await;
+        self.walking = None;
+        if self
+            .interrupted
+            .as_ref()
+            .is_some_and(|walking| walking.path == directory)
+        {
+            self.interrupted = None;
+        }
+        self.dirty = true;
+        match walked {
+            Ok(report) => Some(report),
+            Err(error) => {
+                tracing::error!(directory, %error, "the cleaner's walk did not finish");
+                None
             }
         }
     }
@@ -151,5 +226,38 @@ impl Reaper {
             .to_str()
             .map(str::to_owned)
             .ok_or(("rule", "has a path that is not UTF-8".to_owned()))
+    }
+}
+
+/// The Node Event's text for a walk: counts and reasons, never a path, a file name or
+/// a pod (`gone` is "a gone pod" or "N gone pods").
+pub fn node_message(report: &Report, gone: &str) -> String {
+    let done = format!(
+        "{} entries, {} removed in {:.2} s",
+        thousands(report.removed),
+        size(report.bytes),
+        report.elapsed.as_secs_f64()
+    );
+    match &report.outcome {
+        Outcome::Emptied => format!("emptied a directory of {gone}: {done}"),
+        Outcome::Missing => format!("a directory of {gone} is missing: nothing to empty"),
+        Outcome::Skipped(_) => format!(
+            "did not empty a directory of {gone} (cleaner_refused): the cleaner refused it \
+             (a symlink or not a directory on its path)"
+        ),
+        Outcome::Incomplete => {
+            let mut reasons: Vec<String> = Vec::new();
+            for survivor in &report.survivors {
+                let reason = survivor.reason.to_string();
+                if !reasons.contains(&reason) {
+                    reasons.push(reason);
+                }
+            }
+            format!(
+                "emptied a directory of {gone} partly (survivors): {} entries left ({}); {done}",
+                thousands(report.left),
+                reasons.join(", ")
+            )
+        }
     }
 }

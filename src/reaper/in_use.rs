@@ -1,0 +1,341 @@
+//! "In use" by identity, not by spelling (SPEC §13; issue 17, class 8).
+//!
+//! The ledger compares host paths as the pod specs spell them. A pod can reach the same
+//! directory through a symlink on the node (`hostPath: /data/cache` → `/mnt/scratch/job`),
+//! through a PersistentVolume (local, hostPath, local-path: the PV's path is not in the
+//! pod spec at all) or through any bind mount of it. The kernel knows better: every
+//! container's mounts are in `/proc/<pid>/mountinfo`, and each mount line names the
+//! device (`major:minor`) and the directory *of that filesystem* it shows (`root`), after
+//! every symlink and bind mount has been resolved.
+//!
+//! So, just before a walk, [`check`] finds the candidate's own identity — its device and
+//! its path within its filesystem, from the reaper's own mountinfo and a `stat` — and
+//! refuses when any container on the node has a mount of the same device whose `root` is
+//! the candidate, above it or below it. It also refuses when the node itself has a mount
+//! at or below the candidate (the reaper's mounts do not propagate, so it would not see
+//! that mount, and removing its mount point on the node would detach it).
+//!
+//! Which processes are containers: those whose root (`/` in their mountinfo) is not the
+//! node's root. The node's own namespace, and copies of it (systemd services with
+//! `PrivateTmp=` and the like, `unshare -m`), have the node's root and see every host
+//! directory from above; they are not pods. The reaper's own mounts (its prefixes, above
+//! every candidate) are known by their mount ids and skipped.
+//!
+//! Privilege: `hostPID: true`, so that `/proc` lists the node's processes. Nothing else:
+//! `mountinfo` is readable by every user (mode 0444, no ptrace check), unlike
+//! `/proc/<pid>/ns/*` or `/proc/<pid>/root`, which this module does not use.
+//!
+//! Fail closed: when the reaper cannot see the node's processes (no `hostPID`: the
+//! kernel thread `kthreadd` is not pid 2 of its pid namespace) or cannot read a living
+//! process's mounts, the answer is [`Busy::Unknown`] and nothing is emptied.
+
+use std::collections::HashSet;
+use std::hash::{Hash as _, Hasher as _};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
+
+/// One line of a mountinfo file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub id: u64,
+    pub dev: (u32, u32),
+    /// The directory of the source filesystem that the mount shows.
+    pub root: Vec<u8>,
+    /// Where it is mounted, as the reading process sees it.
+    pub point: Vec<u8>,
+}
+
+/// Why a directory must not be emptied now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Busy {
+    /// A container (or the node) uses it: the sentence names the process and mount. For
+    /// the reaper's log only: it names another pod's mounts.
+    InUse(String),
+    /// Whether it is used cannot be known.
+    Unknown(String),
+}
+
+impl Busy {
+    /// The metric label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Busy::InUse(_) => "in_use",
+            Busy::Unknown(_) => "in_use_unknown",
+        }
+    }
+
+    pub fn why(&self) -> &str {
+        match self {
+            Busy::InUse(why) | Busy::Unknown(why) => why,
+        }
+    }
+}
+
+/// PF_KTHREAD in `/proc/<pid>/stat`'s flags.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Whether any container on the node, or a mount of the node, uses the directory at
+/// `location` (a path in the reaper's mount namespace) whose host path is `host_path`.
+/// A location that is not a directory is left to the walk, which refuses it or finds
+/// nothing.
+pub fn check(location: &Path, host_path: &str) -> Result<(), Busy> {
+    check_in(Path::new("/proc"), location, host_path)
+}
+
+fn check_in(proc: &Path, location: &Path, host_path: &str) -> Result<(), Busy> {
+    let unknown = |why: String| Busy::Unknown(why);
+    if !sees_the_node(proc) {
+        return Err(unknown(
+            "the reaper does not see the node's processes (its pod needs hostPID: true), so \
+             it cannot tell which containers use the directory"
+                .to_owned(),
+        ));
+    }
+    let meta = match std::fs::symlink_metadata(location) {
+        Ok(meta) if meta.is_dir() => meta,
+        Ok(_) => return Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(unknown(format!("cannot stat it: {error}"))),
+    };
+    let dev = split_dev(meta.dev());
+    let read = |pid: &str| read_mountinfo(&proc.join(pid).join("mountinfo"));
+    let own = match read("self") {
+        Ok(Some(own)) => own,
+        Ok(None) => return Err(unknown("cannot read the reaper's own mounts".to_owned())),
+        Err(error) => {
+            return Err(unknown(format!(
+                "cannot read the reaper's own mounts: {error}"
+            )))
+        }
+    };
+    let inside = location.as_os_str().as_encoded_bytes();
+    let Some(fs_path) = path_in_filesystem(&own, inside, dev) else {
+        return Err(unknown(format!(
+            "cannot find the mount of {} (device {}:{}) in the reaper's mounts",
+            location.display(),
+            dev.0,
+            dev.1
+        )));
+    };
+    let own_ids: HashSet<u64> = own.iter().map(|m| m.id).collect();
+    let node = match read("1") {
+        Ok(Some(node)) => node,
+        _ => return Err(unknown("cannot read the node's mounts (pid 1)".to_owned())),
+    };
+    let Some(node_root) = root_mount(&node) else {
+        return Err(unknown("the node's mounts have no root".to_owned()));
+    };
+    let node_root = (node_root.dev, node_root.root.clone());
+    if let Some(mount) = node
+        .iter()
+        .find(|m| is_at_or_below(&m.point, host_path.as_bytes()))
+    {
+        return Err(Busy::InUse(format!(
+            "the node has a filesystem mounted at {} (device {}:{}), inside it",
+            String::from_utf8_lossy(&mount.point),
+            mount.dev.0,
+            mount.dev.1
+        )));
+    }
+    let mut seen = HashSet::new();
+    let entries = std::fs::read_dir(proc)
+        .map_err(|error| unknown(format!("cannot list {}: {error}", proc.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(|error| unknown(format!("cannot list /proc: {error}")))?;
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let text = match std::fs::read(entry.path().join("mountinfo")) {
+            Ok(text) => text,
+            Err(error) if gone(&error) => continue,
+            Err(error) => {
+                return Err(unknown(format!(
+                    "cannot read the mounts of pid {pid}: {error}"
+                )))
+            }
+        };
+        // Every process of a container shows the same lines: look at them once.
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        if !seen.insert(hasher.finish()) {
+            continue;
+        }
+        let mounts = parse(&text);
+        match root_mount(&mounts) {
+            Some(root) if (root.dev, &root.root) == (node_root.0, &node_root.1) => continue,
+            _ => {}
+        }
+        let user = mounts
+            .iter()
+            .find(|m| !own_ids.contains(&m.id) && m.dev == dev && on_one_line(&m.root, &fs_path));
+        if let Some(mount) = user {
+            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+            return Err(Busy::InUse(format!(
+                "pid {pid} ({}) sees it: {} of device {}:{} is mounted at {} in its container",
+                comm.trim(),
+                String::from_utf8_lossy(&mount.root),
+                dev.0,
+                dev.1,
+                String::from_utf8_lossy(&mount.point)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `proc` is the node's: pid 2 is the kernel thread `kthreadd`, which exists
+/// only in the node's pid namespace.
+fn sees_the_node(proc: &Path) -> bool {
+    let Ok(stat) = std::fs::read_to_string(proc.join("2/stat")) else {
+        return false;
+    };
+    let Some((head, tail)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    // pid (comm) state ppid pgrp session tty_nr tpgid flags …
+    let flags = tail
+        .split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse::<u64>().ok());
+    head == "2 (kthreadd" && flags.is_some_and(|f| f & PF_KTHREAD != 0)
+}
+
+/// A process that exited (or is exiting) while we read it.
+fn gone(error: &std::io::Error) -> bool {
+    // ESRCH, and EINVAL for a zombie (no mount namespace left).
+    error.kind() == std::io::ErrorKind::NotFound || matches!(error.raw_os_error(), Some(3 | 22))
+}
+
+fn read_mountinfo(path: &Path) -> std::io::Result<Option<Vec<Mount>>> {
+    let text = std::fs::read(path)?;
+    let mounts = parse(&text);
+    Ok((!mounts.is_empty()).then_some(mounts))
+}
+
+/// The mount at `/`: the last one listed there is the one on top.
+fn root_mount(mounts: &[Mount]) -> Option<&Mount> {
+    mounts.iter().rev().find(|m| m.point == b"/")
+}
+
+/// The path of `location` within its filesystem: the root of the mount it is on (the
+/// deepest mount point above it, the last listed when mounts are stacked), joined with
+/// the rest. `None` when that mount is not on `dev`.
+fn path_in_filesystem(mounts: &[Mount], location: &[u8], dev: (u32, u32)) -> Option<Vec<u8>> {
+    let mount = mounts
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| is_at_or_below(location, &m.point))
+        .max_by_key(|(index, m)| (m.point.len(), *index))
+        .map(|(_, m)| m)?;
+    if mount.dev != dev {
+        return None;
+    }
+    let rest = if mount.point == b"/" {
+        location
+    } else {
+        &location[mount.point.len()..]
+    };
+    let mut path = mount.root.clone();
+    if path.last() == Some(&b'/') {
+        path.pop();
+    }
+    path.extend_from_slice(rest);
+    if path.is_empty() {
+        path.push(b'/');
+    }
+    Some(path)
+}
+
+/// `path` is `base` or below it, component-wise (`/` is above everything).
+fn is_at_or_below(path: &[u8], base: &[u8]) -> bool {
+    base == b"/" || path == base || (path.starts_with(base) && path.get(base.len()) == Some(&b'/'))
+}
+
+fn on_one_line(a: &[u8], b: &[u8]) -> bool {
+    is_at_or_below(a, b) || is_at_or_below(b, a)
+}
+
+/// `st_dev` as (major, minor), as the kernel encodes it for user space.
+fn split_dev(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    (major as u32, minor as u32)
+}
+
+/// The lines of a mountinfo file: `id parent major:minor root point options … - …`.
+/// Paths are unescaped (`\040` is a space); malformed lines are skipped.
+pub fn parse(text: &[u8]) -> Vec<Mount> {
+    text.split(|&b| b == b'\n')
+        .filter_map(|line| {
+            let mut fields = line.split(|&b| b == b' ');
+            let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+            fields.next()?;
+            let (major, minor) = std::str::from_utf8(fields.next()?).ok()?.split_once(':')?;
+            let dev = (major.parse().ok()?, minor.parse().ok()?);
+            let root = unescape(fields.next()?);
+            let point = unescape(fields.next()?);
+            Some(Mount {
+                id,
+                dev,
+                root,
+                point,
+            })
+        })
+        .collect()
+}
+
+/// Undoes the kernel's `\ooo` octal escapes of space, tab, newline and backslash.
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field
+            .get(i + 1..i + 4)
+            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match octal {
+            Some(d) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines_are_read_as_the_kernel_writes_them() {
+        let text = b"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
+            31 22 8:1 /mnt/scratch/a\\040b /host/mnt/x rw - ext4 /dev/sda1 rw\n\
+            bad line\n";
+        let mounts = parse(text);
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[1].root, b"/mnt/scratch/a b");
+        assert_eq!(mounts[1].dev, (8, 1));
+        assert_eq!(
+            path_in_filesystem(&mounts, b"/host/mnt/x/job", (8, 1)).as_deref(),
+            Some(&b"/mnt/scratch/a b/job"[..])
+        );
+        assert_eq!(
+            path_in_filesystem(&mounts, b"/srv/y", (8, 1)).as_deref(),
+            Some(&b"/srv/y"[..])
+        );
+        assert_eq!(path_in_filesystem(&mounts, b"/srv/y", (8, 2)), None);
+        assert!(on_one_line(b"/mnt/scratch", b"/mnt/scratch/job"));
+        assert!(on_one_line(b"/mnt/scratch/job/pv", b"/mnt/scratch/job"));
+        assert!(!on_one_line(b"/mnt/scratch/job2", b"/mnt/scratch/job"));
+        assert_eq!(split_dev(0x0801), (8, 1));
+        assert_eq!(split_dev((259 << 8) | 3), (259, 3));
+    }
+}

@@ -1,0 +1,89 @@
+//! Issue 17, class 12: the names README.md documents for the reaper are the names the code
+//! uses — read from README.md itself, so neither can change alone.
+
+use prestop_injector::config::Config;
+use prestop_injector::reaper::derive::pod_facts;
+use prestop_injector::reaper::metrics::REASONS;
+use serde_json::json;
+use std::collections::BTreeSet;
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+}
+
+/// The backticked words of `text` between `start` and the next `)`.
+fn listed_after<'a>(text: &'a str, start: &str) -> BTreeSet<&'a str> {
+    let at = text
+        .find(start)
+        .unwrap_or_else(|| panic!("README.md has no {start:?}"));
+    let rest = &text[at + start.len()..];
+    let list = &rest[..rest.find(')').unwrap()];
+    list.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn documented_names_match_the_code() {
+    let readme = readme();
+
+    // The refusal reasons of the metric: the same closed set.
+    let documented = listed_after(&readme, "`refusals_total{reason}` (");
+    let code: BTreeSet<&str> = REASONS.into_iter().collect();
+    assert_eq!(documented, code, "README's refusals_total reasons");
+
+    // A corrupt state file is moved aside under the documented name.
+    let end = readme
+        .find(".corrupt.<time>`")
+        .expect("README names the corrupt state file");
+    let start = readme[..end].rfind('`').unwrap() + 1;
+    let documented = &readme[start..end];
+    assert_eq!(
+        documented, "state.json",
+        "README: {documented}.corrupt.<time>"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, b"{\"version\": 1, \"node\": \"node-a\", \"direc").unwrap();
+    let loaded = prestop_injector::reaper::state::load(&state, "node-a");
+    assert!(loaded.records.is_empty());
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let stamp = names[0]
+        .strip_prefix(&format!("{documented}.corrupt."))
+        .unwrap_or_else(|| panic!("moved aside as {:?}", names[0]));
+    assert!(
+        !stamp.is_empty() && stamp.bytes().all(|b| b.is_ascii_digit()),
+        "{names:?}"
+    );
+
+    // A subPathExpr that cannot be known is `host_path_unknown`, as README says, also
+    // when the webhook's rule is what refuses its open path (here: the same volume is
+    // also mounted with a fixed subPath, which the unknown directory might hold).
+    assert!(readme.contains("`host_path_unknown`"));
+    let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
+    let hook = json!([
+        "/.prestop-injector/prestop-clean",
+        "hook",
+        "--target",
+        "/scratch"
+    ]);
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "job-a", "namespace": "batch", "uid": "uid-a",
+                     "annotations": {"prestop-injector.io/status": "{\"version\":1,\"containers\":[\"app\"],\"grace\":40}"}},
+        "spec": {"nodeName": "node-a",
+                 "volumes": [{"name": "s", "hostPath": {"path": "/mnt/scratch/jobs"}}],
+                 "containers": [{"name": "app", "image": "busybox",
+                                 "envFrom": [{"configMapRef": {"name": "slots"}}],
+                                 "volumeMounts": [
+                                     {"name": "s", "mountPath": "/scratch", "subPathExpr": "slot-$(SLOT)"},
+                                     {"name": "s", "mountPath": "/shared", "subPath": "shared"}],
+                                 "lifecycle": {"preStop": {"exec": {"command": hook}}}}]}
+    });
+    let facts = pod_facts(&pod, &config).unwrap();
+    assert!(facts.cleanable.is_empty());
+    let reasons: Vec<&str> = facts.refused.iter().map(|r| r.reason).collect();
+    assert_eq!(reasons, ["host_path_unknown"], "{:?}", facts.refused);
+}

@@ -1,0 +1,248 @@
+//! Issue 17, class 8: "in use" by identity. A running container that sees a recorded
+//! directory — through a hostPath spelled as a symlink on the node, a PV inside it, or a
+//! bind-mount alias — keeps it from being emptied, although no pod spec names it.
+//!
+//! The container is real: a process in its own mount namespace (`unshare -m`), on its own
+//! root (a tmpfs with a static busybox, entered with `chroot`), with the node's directory
+//! bind-mounted in as the kubelet does it (the bind follows the symlink). The reaper runs
+//! in this process, with this machine's `/proc` as the node's.
+
+mod core_support;
+mod reaper_support;
+
+use kube::runtime::watcher::Event;
+use reaper_support::{config, entries, injected_pod, listed, metric, other_pod, Node, PREFIX};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A missing tool or privilege: a note, or a failure under `PRESTOP_REQUIRE_TOOLS=1`.
+fn skip(why: &str) {
+    if std::env::var("PRESTOP_REQUIRE_TOOLS").as_deref() == Ok("1") {
+        panic!("required (PRESTOP_REQUIRE_TOOLS=1): {why}");
+    }
+    eprintln!("note: skipped: {why}");
+}
+
+fn tools() -> Option<(&'static str, PathBuf)> {
+    let unshare = ["/usr/bin/unshare", "/bin/unshare"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file());
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    match (unshare, busybox) {
+        (Some(unshare), Some(busybox))
+            if Command::new(unshare)
+                .args(["-m", "true"])
+                .status()
+                .is_ok_and(|s| s.success()) =>
+        {
+            Some((unshare, busybox))
+        }
+        _ => {
+            skip("unshare -m (as root) and a static busybox are needed");
+            None
+        }
+    }
+}
+
+/// Sets up the container's mounts and becomes its process.
+const CONTAINER: &str = r#"set -eu
+root=$1 source=$2 busybox=$3 bind_from=${4:-}
+mount --make-rprivate /
+if [ -n "$bind_from" ]; then mount --bind "$bind_from" "$source"; fi
+mount -t tmpfs rootfs "$root"
+mkdir -p "$root/bin" "$root/data"
+cp "$busybox" "$root/bin/busybox"
+mount --bind "$source" "$root/data"
+exec chroot "$root" /bin/busybox sleep 600
+"#;
+
+/// A running container that has `source` (a path on this machine) mounted at `/data`;
+/// with `bind_from`, `source` is first made a bind mount of it in its namespace.
+struct Container(Child);
+
+impl Container {
+    fn start(node: &Node, source: &Path, bind_from: Option<&Path>) -> Option<Container> {
+        let (unshare, busybox) = tools()?;
+        let root = node.root.join(format!("rootfs-{}", rand_suffix()));
+        std::fs::create_dir_all(&root).unwrap();
+        let mut command = Command::new(unshare);
+        command
+            .args(["-m", "sh", "-c", CONTAINER, "sh"])
+            .arg(&root)
+            .arg(source)
+            .arg(&busybox);
+        if let Some(bind_from) = bind_from {
+            command.arg(bind_from);
+        }
+        let child = command.stdin(Stdio::null()).spawn().unwrap();
+        let container = Container(child);
+        // Ready once the process is the container's busybox (its mounts made, chrooted).
+        let comm = PathBuf::from(format!("/proc/{}/comm", container.0.id()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::read_to_string(&comm)
+            .ok()
+            .as_deref()
+            .map(str::trim)
+            != Some("busybox")
+        {
+            assert!(Instant::now() < deadline, "the container did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(container)
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+/// job-a recorded `/mnt/scratch/job` and is gone; `user` (a pod spec that names the
+/// directory differently, or not at all) runs `container`. Not emptied while it runs;
+/// emptied once it is gone.
+async fn kept_while_the_container_runs(
+    node: &Node,
+    user_spec: Option<&str>,
+    container: impl FnOnce() -> Option<Container>,
+) {
+    let dir = node.scratch("/mnt/scratch/job");
+    let pod = injected_pod("job-a", "/mnt/scratch/job");
+    let user = user_spec.map(|host_path| other_pod("user", host_path));
+    let Some(container) = container() else {
+        return;
+    };
+    let mut reaper = node.reaper(config(), false);
+    let pods: Vec<_> = [Some(&pod), user.as_ref()].into_iter().flatten().collect();
+    listed(&mut reaper, &pods);
+    reaper.on_event(Event::Delete(pod));
+    reaper.act_on_due().await;
+    assert_eq!(entries(&dir), 3, "a running container sees it");
+    assert_eq!(
+        metric(
+            &reaper,
+            "prestop_injector_reaper_refusals_total{reason=\"in_use\"}"
+        ),
+        1.0
+    );
+    assert_eq!(reaper.ledger.records().len(), 1, "it stays recorded");
+    // The container stops (and its pod goes): the next time it is due, it is emptied.
+    drop(container);
+    if let Some(user) = user {
+        reaper.on_event(Event::Delete(user));
+    }
+    reaper.act_on_due().await;
+    assert_eq!(entries(&dir), 0);
+    assert!(reaper.ledger.records().is_empty());
+}
+
+#[tokio::test]
+async fn in_use_by_identity_a_host_path_spelled_through_a_symlink() {
+    let node = Node::new();
+    // On the node: /srv/cache -> /mnt/scratch/job. The pod spec says /srv/cache, which
+    // no string rule puts on the line of /mnt/scratch/job.
+    std::fs::create_dir_all(node.on_host("/srv")).unwrap();
+    let link = node.on_host("/srv/cache");
+    std::os::unix::fs::symlink(node.on_host("/mnt/scratch/job"), &link).unwrap();
+    kept_while_the_container_runs(&node, Some("/srv/cache"), || {
+        Container::start(&node, &link, None)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn in_use_by_identity_a_pv_inside_the_directory() {
+    let node = Node::new();
+    // A local PV whose path is inside the directory; the pod spec names only its claim.
+    let pv = node.on_host("/mnt/scratch/job/nested");
+    kept_while_the_container_runs(&node, None, || {
+        std::fs::create_dir_all(&pv).unwrap();
+        Container::start(&node, &pv, None)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn in_use_by_identity_a_bind_mount_alias() {
+    let node = Node::new();
+    // /srv/alias is a bind mount of /mnt/scratch/job (made in the container's namespace,
+    // so this machine's mounts stay as they are).
+    let alias = node.on_host("/srv/alias");
+    std::fs::create_dir_all(&alias).unwrap();
+    let dir = node.on_host("/mnt/scratch/job");
+    kept_while_the_container_runs(&node, Some("/srv/alias"), || {
+        Container::start(&node, &alias, Some(&dir))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn in_use_by_identity_a_container_of_another_directory_does_not_keep_it() {
+    let node = Node::new();
+    let dir = node.scratch("/mnt/scratch/job");
+    let other = node.scratch("/mnt/scratch/job2");
+    let Some(_container) = Container::start(&node, &other, None) else {
+        return;
+    };
+    let pod = injected_pod("job-a", "/mnt/scratch/job");
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod]);
+    reaper.on_event(Event::Delete(pod));
+    reaper.act_on_due().await;
+    assert_eq!(entries(&dir), 0, "job2 is not on the line of job");
+    assert_eq!(entries(&other), 3);
+}
+
+/// Set in the child of the test below: the directory to check.
+const CHECK: &str = "PRESTOP_TEST_REAPER_IN_USE_CHECK";
+
+/// Without the node's processes (a pid namespace of its own, as a pod without
+/// `hostPID`), the reaper cannot know who uses a directory: it says so and empties
+/// nothing.
+#[test]
+fn in_use_by_identity_is_unknown_without_the_nodes_processes() {
+    if let Some(dir) = std::env::var_os(CHECK) {
+        let verdict = prestop_injector::reaper::in_use::check(Path::new(&dir), "/mnt/scratch/job");
+        println!("verdict={verdict:?}");
+        return;
+    }
+    let Some((unshare, _)) = tools() else {
+        return;
+    };
+    let node = Node::new();
+    let dir = node.scratch(&format!("{PREFIX}/job"));
+    let output = Command::new(unshare)
+        .args(["-p", "-f", "-m", "--mount-proc"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "in_use_by_identity_is_unknown_without_the_nodes_processes",
+            "--nocapture",
+        ])
+        .env(CHECK, &dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("verdict=Err(Unknown(") && stdout.contains("hostPID"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // And in the node's pid namespace, nothing uses it.
+    assert_eq!(
+        prestop_injector::reaper::in_use::check(&dir, "/mnt/scratch/job"),
+        Ok(())
+    );
+}

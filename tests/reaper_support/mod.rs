@@ -1,0 +1,142 @@
+//! Shared by the reaper's in-process tests: a node (a temporary directory standing for
+//! the host's filesystem, and a state file), reapers on it, and pods as the watch yields
+//! them, made from the webhook's own patch.
+#![allow(dead_code)]
+
+use crate::core_support::{host_path_volume, job, mutate_with, scratch_container};
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::Event;
+use prestop_injector::config::Config;
+use prestop_injector::mutation::Endpoint;
+use prestop_injector::reaper::events::Events;
+use prestop_injector::reaper::ledger::Ledger;
+use prestop_injector::reaper::metrics::Metrics;
+use prestop_injector::reaper::node::Reaper;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const PREFIX: &str = "/mnt/scratch";
+
+pub struct Node {
+    /// Removed with the node (`None` for a node another process made: see [`Node::at`]).
+    _dir: Option<tempfile::TempDir>,
+    pub root: PathBuf,
+    pub host: PathBuf,
+    pub state: PathBuf,
+    /// Where Events go: by default an address nothing listens on (they fail and are
+    /// logged, as with an API server that is down).
+    pub api: String,
+}
+
+impl Node {
+    pub fn new() -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = Node::at(dir.path());
+        std::fs::create_dir_all(node.host.join(PREFIX.trim_start_matches('/'))).unwrap();
+        std::fs::create_dir_all(node.state.parent().unwrap()).unwrap();
+        node._dir = Some(dir);
+        node
+    }
+
+    /// The node whose directory is `root` (made by [`Node::new`], maybe in another
+    /// process); removed by whoever made it.
+    pub fn at(root: &Path) -> Node {
+        Node {
+            _dir: None,
+            root: root.to_path_buf(),
+            host: root.join("host"),
+            state: root.join("state/state.json"),
+            api: "http://127.0.0.1:9".to_owned(),
+        }
+    }
+
+    /// `host_path` on the node, filled with files, a dot-file and a nested directory.
+    pub fn scratch(&self, host_path: &str) -> PathBuf {
+        let dir = self.on_host(host_path);
+        std::fs::create_dir_all(dir.join("nested/deeper")).unwrap();
+        for file in ["out.bin", ".hidden", "nested/deeper/x"] {
+            std::fs::write(dir.join(file), b"scratch").unwrap();
+        }
+        dir
+    }
+
+    pub fn on_host(&self, host_path: &str) -> PathBuf {
+        self.host.join(host_path.trim_start_matches('/'))
+    }
+
+    /// A reaper as `reap` makes one at start: the state file loaded, an interrupted walk
+    /// taken up.
+    pub fn reaper(&self, config: Config, dry_run: bool) -> Reaper {
+        let client = kube::Client::try_from(kube::Config::new(self.api.parse().unwrap())).unwrap();
+        let (events, send) = Events::new(client, "default", "node-a");
+        tokio::spawn(send);
+        let loaded = prestop_injector::reaper::state::load(&self.state, "node-a");
+        let mut ledger = Ledger::new(Duration::ZERO);
+        ledger.restore(loaded.records);
+        let mut reaper = Reaper::new(
+            config,
+            "node-a".into(),
+            None,
+            self.host.clone(),
+            self.state.clone(),
+            dry_run,
+            ledger,
+            Arc::new(Metrics::new()),
+            events,
+        );
+        reaper.restore_interrupted(loaded.walking);
+        reaper
+    }
+}
+
+pub fn config() -> Config {
+    Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap()
+}
+
+pub fn entries(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |d| d.count())
+}
+
+/// A Pod made from the template of a Job the webhook injected, on node-a.
+pub fn injected_pod(name: &str, host_path: &str) -> Pod {
+    let job = job(
+        json!({"prestop-injector.io/cleanup": "auto"}),
+        scratch_container(),
+        json!([host_path_volume("scratch", host_path)]),
+    );
+    let job = mutate_with(Endpoint::Mutate, &config(), job).patched;
+    let template = &job["spec"]["template"];
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
+    pod["metadata"]["name"] = json!(name);
+    pod["metadata"]["namespace"] = json!("batch");
+    pod["metadata"]["uid"] = json!(format!("uid-{name}"));
+    pod["spec"]["nodeName"] = json!("node-a");
+    serde_json::from_value(pod).unwrap()
+}
+
+/// A pod of someone else that mounts `host_path`, not injected.
+pub fn other_pod(name: &str, host_path: &str) -> Pod {
+    let pod: Value = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "other", "uid": format!("uid-{name}")},
+        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "busybox",
+                 "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                 "volumes": [host_path_volume("v", host_path)]}});
+    serde_json::from_value(pod).unwrap()
+}
+
+pub fn listed(reaper: &mut Reaper, pods: &[&Pod]) {
+    reaper.on_event(Event::Init);
+    for pod in pods {
+        reaper.on_event(Event::InitApply((*pod).clone()));
+    }
+    reaper.on_event(Event::InitDone);
+}
+
+pub fn metric(reaper: &Reaper, name: &str) -> f64 {
+    let text = reaper.metrics.encode();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in\n{text}"))
+}
