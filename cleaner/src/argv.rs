@@ -357,7 +357,10 @@ mod tests {
             script: None,
         };
         let parsed = HookArgs::parse(&args.render("p")[1..]).unwrap();
-        assert_eq!(parsed.targets, [Target::on_host("/scratch", "/mnt/scratch")]);
+        assert_eq!(
+            parsed.targets,
+            [Target::on_host("/scratch", "/mnt/scratch")]
+        );
     }
 
     #[test]
@@ -376,10 +379,23 @@ mod tests {
             // Per-target options only right after their target, in render order.
             strings(&["hook", "--host", "/mnt/x"]),
             strings(&["hook", "--whole-filesystem"]),
-            strings(&["hook", "--target", "/a", "--whole-filesystem", "--host", "/b"]),
+            strings(&[
+                "hook",
+                "--target",
+                "/a",
+                "--whole-filesystem",
+                "--host",
+                "/b",
+            ]),
             strings(&["hook", "--target", "/a", "--host"]),
             strings(&["hook", "--target", "/a", "--host", "/b", "--host", "/c"]),
-            strings(&["hook", "--target", "/a", "--whole-filesystem", "--whole-filesystem"]),
+            strings(&[
+                "hook",
+                "--target",
+                "/a",
+                "--whole-filesystem",
+                "--whole-filesystem",
+            ]),
         ] {
             assert!(HookArgs::parse(&args).is_err(), "{args:?}");
         }

@@ -16,7 +16,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use prestop_clean::argv::{Before, HookArgs, SidecarArgs, Target, HOOK, INSTALL, SIDECAR};
-use prestop_clean::{check_target, empty_directory, escape};
+use prestop_clean::{check_target, clean_target, escape};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -132,7 +132,7 @@ fn run(command: &mut Command, program: &str) -> u8 {
 fn clean_all(targets: &[Target]) -> bool {
     let mut clean = true;
     for target in targets {
-        let report = empty_directory(&target.path);
+        let report = clean_target(target);
         eprintln!("prestop-clean: {}", report.summary());
         clean &= report.is_clean();
     }
