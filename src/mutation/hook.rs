@@ -24,9 +24,9 @@
 
 use super::script::{self, ActionShape, BeforeShape, Shape, ARG0};
 use crate::config::CleanerMode;
-use prestop_clean::argv::{HookArgs, Script, SidecarArgs};
 /// A cleanup target and the identity it must have on the node: the program's own type.
 pub use prestop_clean::argv::Target;
+use prestop_clean::argv::{HookArgs, Script, SidecarArgs};
 
 /// What runs before our action inside the one preStop handler: nothing, the user's own
 /// exec preStop with its exact argv (the hook exits with its status), or a former
@@ -231,9 +231,15 @@ pub fn program_sidecar_argv(targets: &[Target]) -> Vec<String> {
     .render(IMAGE_PROGRAM)
 }
 
-/// The targets of a command produced by [`sidecar_argv`] (paths only) or
+/// The target paths of a command produced by [`sidecar_argv`] or
 /// [`program_sidecar_argv`]; `None` for anything else.
-pub fn sidecar_targets(argv: &[String]) -> Option<Vec<Target>> {
+pub fn sidecar_targets(argv: &[String]) -> Option<Vec<String>> {
+    sidecar_identified_targets(argv).map(|targets| target_paths(&targets))
+}
+
+/// [`sidecar_targets`] with each target's expected identity (paths only for the shell
+/// sidecar, which cannot check one).
+pub fn sidecar_identified_targets(argv: &[String]) -> Option<Vec<Target>> {
     if let [program, args @ ..] = argv {
         if program == IMAGE_PROGRAM {
             let targets = SidecarArgs::parse(args).ok()?.targets;
@@ -246,8 +252,12 @@ pub fn sidecar_targets(argv: &[String]) -> Option<Vec<Target>> {
     if script::parse_sidecar_header(text)? != targets.len() {
         return None;
     }
-    (sidecar_argv(shell, targets) == argv)
-        .then(|| targets.iter().map(|t| Target::path_only(t.clone())).collect())
+    (sidecar_argv(shell, targets) == argv).then(|| {
+        targets
+            .iter()
+            .map(|t| Target::path_only(t.clone()))
+            .collect()
+    })
 }
 
 #[cfg(test)]
@@ -345,7 +355,11 @@ mod tests {
     fn sidecar_round_trip() {
         let paths = strings(&["/data", "/with space"]);
         let argv = sidecar_argv("/bin/sh", &paths);
-        assert_eq!(sidecar_targets(&argv), Some(targets(&["/data", "/with space"])));
+        assert_eq!(
+            sidecar_identified_targets(&argv),
+            Some(targets(&["/data", "/with space"]))
+        );
+        assert_eq!(sidecar_targets(&argv), Some(paths));
         let mut changed = argv.clone();
         changed[1] = "-ec".to_owned();
         assert_eq!(sidecar_targets(&changed), None);
@@ -460,7 +474,7 @@ mod tests {
             Target::path_only("/--target"),
         ];
         assert_eq!(
-            sidecar_targets(&program_sidecar_argv(&targets)),
+            sidecar_identified_targets(&program_sidecar_argv(&targets)),
             Some(targets)
         );
         assert_eq!(program_sidecar_argv(&[])[..2], [IMAGE_PROGRAM, "sidecar"]);
@@ -522,8 +536,7 @@ mod tests {
 
         #[test]
         fn sidecar_round_trip_any(shell in any::<String>(), targets in prop::collection::vec(any::<String>(), 0..4)) {
-            let paths_only = targets.iter().map(|t| Target::path_only(t.clone())).collect();
-            prop_assert_eq!(sidecar_targets(&sidecar_argv(&shell, &targets)), Some(paths_only));
+            prop_assert_eq!(sidecar_targets(&sidecar_argv(&shell, &targets)), Some(targets));
         }
     }
 }

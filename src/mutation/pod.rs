@@ -301,11 +301,14 @@ fn wanted_actions(
                 }
             }
             actions.extend(
-                per_container.into_iter().zip(containers).map(|(paths, container)| {
-                    (!paths.is_empty()).then(|| {
-                        Action::Cleanup(targets::identify_in(spec, container, &paths, config))
-                    })
-                }),
+                per_container
+                    .into_iter()
+                    .zip(containers)
+                    .map(|(paths, container)| {
+                        (!paths.is_empty()).then(|| {
+                            Action::Cleanup(targets::identify_in(spec, container, &paths, config))
+                        })
+                    }),
             );
         }
     }

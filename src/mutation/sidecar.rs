@@ -183,8 +183,7 @@ pub fn apply(
         if slot.is_null() {
             *slot = Value::Array(Vec::new());
         }
-        slot.as_array_mut()?
-            .push(Value::Object(wanted));
+        slot.as_array_mut()?.push(Value::Object(wanted));
         return Some(name);
     };
     let name = spec["initContainers"][index]

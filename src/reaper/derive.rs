@@ -132,7 +132,7 @@ fn injected_targets(spec: &Value) -> Vec<(&Value, Vec<String>)> {
             .as_deref()
             .and_then(sidecar_targets)
         {
-            found.push((container, target_paths(&targets)));
+            found.push((container, targets));
         }
     }
     found
