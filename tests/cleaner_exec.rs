@@ -55,10 +55,15 @@ fn tool(name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} not found"))
 }
 
+/// The host path of the `/scratch` volume in these pods.
+const HOST: &str = "/mnt/scratch";
+
+/// Runs the rendered hook with `/scratch` and its host path `/mnt/scratch` both mapped
+/// to the tree's target, mounted as the kubelet mounts a hostPath volume.
 fn run(binary: &Path, tree: &Tree, argv: &[String]) -> Output {
-    let mapped = cleaner::map_argv(argv, PROGRAM, binary, &[("/scratch", &tree.target)]);
-    Command::new(&mapped[0])
-        .args(&mapped[1..])
+    let paths = [("/scratch", &*tree.target), (HOST, &*tree.target)];
+    let mapped = cleaner::map_argv(argv, PROGRAM, binary, &paths);
+    cleaner::as_mounted(&tree.target, &mapped)
         .current_dir(&tree.cwd)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
@@ -79,7 +84,7 @@ fn a_fresh_hook_empties_the_target_and_nothing_else() {
     let tree = Tree::new();
     tree.fill(&tree.target);
     let argv = rendered_hook(DISTROLESS, None, auto());
-    assert_eq!(argv[1..], ["hook", "--target", "/scratch"]);
+    assert_eq!(argv[1..], ["hook", "--target", "/scratch", "--host", HOST]);
     let output = run(binary, &tree, &argv);
     assert!(output.status.success(), "{}", stderr(&output));
     tree.assert_clean(&tree.target, "prestop-clean");
@@ -142,7 +147,10 @@ fn the_users_own_hook_runs_first_with_its_exact_argv_and_no_shell() {
         Some(json!({"preStop": {"exec": {"command": user}}})),
         auto(),
     );
-    assert_eq!(argv[1..5], ["hook", "--target", "/scratch", "--"]);
+    assert_eq!(
+        argv[1..7],
+        ["hook", "--target", "/scratch", "--host", HOST, "--"]
+    );
     let output = run(binary, &tree, &argv);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(
@@ -257,16 +265,33 @@ fn the_sidecar_cleans_on_sigterm_and_exits_0() {
     let patched = mutate(object).patched;
     let sidecar = &template_spec(&patched)["initContainers"][0];
     let argv: Vec<String> = serde_json::from_value(sidecar["command"].clone()).unwrap();
-    assert_eq!(argv, [IMAGE_PROGRAM, "sidecar", "--target", "/scratch"]);
-    let mapped = cleaner::map_argv(&argv, IMAGE_PROGRAM, binary, &[("/scratch", &tree.target)]);
-    let mut child = Command::new(&mapped[0])
-        .args(&mapped[1..])
+    assert_eq!(
+        argv,
+        [
+            IMAGE_PROGRAM,
+            "sidecar",
+            "--target",
+            "/scratch",
+            "--host",
+            HOST
+        ]
+    );
+    let paths = [("/scratch", &*tree.target), (HOST, &*tree.target)];
+    let mapped = cleaner::map_argv(&argv, IMAGE_PROGRAM, binary, &paths);
+    let mut child = cleaner::as_mounted(&tree.target, &mapped)
         .current_dir(&tree.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn the sidecar");
-    let idle = wait_until(Duration::from_secs(10), || handles_sigterm(child.id()));
+    // The program, not yet the shell that sets up its mount: exec'd, then idle.
+    let running = |pid: u32| {
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .is_ok_and(|exe| std::fs::canonicalize(binary).is_ok_and(|bin| exe == bin))
+    };
+    let idle = wait_until(Duration::from_secs(10), || {
+        running(child.id()) && handles_sigterm(child.id())
+    });
     if !idle {
         let _ = child.kill();
     }

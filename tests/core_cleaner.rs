@@ -37,6 +37,8 @@ fn v1_shell_hooks_are_rebuilt_into_program_hooks_never_wrapped() {
             "hook",
             "--target",
             "/scratch",
+            "--host",
+            "/mnt/scratch",
             "--",
             "/bin/echo",
             "bye"
@@ -107,7 +109,14 @@ fn the_busybox_sidecar_is_replaced_by_the_program() {
     assert_eq!(init[0]["image"], DEFAULT_CLEANER_IMAGE);
     assert_eq!(
         init[0]["command"],
-        json!([IMAGE_PROGRAM, "sidecar", "--target", "/scratch"])
+        json!([
+            IMAGE_PROGRAM,
+            "sidecar",
+            "--target",
+            "/scratch",
+            "--host",
+            "/mnt/scratch"
+        ])
     );
     assert_eq!(
         template_spec(&outcome.patched),
@@ -317,6 +326,8 @@ fn shell_less_images_get_the_program_around_their_own_hook() {
             "hook",
             "--target",
             "/scratch",
+            "--host",
+            "/mnt/scratch",
             "--",
             "/usr/sbin/nginx",
             "-s",

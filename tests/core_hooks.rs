@@ -7,7 +7,7 @@ use base64::Engine as _;
 use core_support::*;
 use prestop_injector::admission::{self, Operation};
 use prestop_injector::config::{Config, DEFAULT_CLEANER_IMAGE};
-use prestop_injector::mutation::hook::{self, Action, Before, Hook, PROGRAM};
+use prestop_injector::mutation::hook::{self, Action, Before, Hook, Target, PROGRAM};
 use prestop_injector::mutation::{decide, Endpoint, ORPHAN_DELETE_MESSAGE, SIDECAR_NAME};
 use serde_json::{json, Value};
 
@@ -49,6 +49,8 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
             "hook",
             "--target",
             "/test-package",
+            "--host",
+            "/test-package/143319e8-5061-4bd7-b926-59efe1d85350-all/package",
             "--",
             "/bin/sh",
             "-c",
@@ -64,7 +66,11 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
                 "-c".into(),
                 "rm -rf /cadm-package/*".into()
             ]),
-            action: Action::Cleanup(vec!["/test-package".into()]),
+            // The host directory the program checks at run time (SPEC §3).
+            action: Action::Cleanup(vec![Target::on_host(
+                "/test-package",
+                "/test-package/143319e8-5061-4bd7-b926-59efe1d85350-all/package"
+            )]),
         }
     );
     assert_delivered(&outcome.patched, &[0]);
@@ -153,7 +159,16 @@ fn a_sleep_action_becomes_sleep_then_cleanup() {
     assert_eq!(hook_of(container).before, Before::Sleep(5));
     assert_eq!(
         pre_stop_argv(container),
-        strings(&[PROGRAM, "hook", "--sleep", "5", "--target", "/scratch"])
+        strings(&[
+            PROGRAM,
+            "hook",
+            "--sleep",
+            "5",
+            "--target",
+            "/scratch",
+            "--host",
+            "/mnt/scratch"
+        ])
     );
     assert_eq!(container.pointer("/lifecycle/preStop/sleep"), None);
     assert_eq!(grace(&outcome.patched), Some(5 + 30 + 10));
@@ -363,7 +378,9 @@ fn sidecar_mode_adds_one_native_sidecar_with_the_same_mounts_and_user() {
             "/usr/local/bin/prestop-clean",
             "sidecar",
             "--target",
-            "/scratch"
+            "/scratch",
+            "--host",
+            "/mnt/scratch/job"
         ]),
         "the program, no shell"
     );

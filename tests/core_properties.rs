@@ -291,7 +291,7 @@ fn check_targets(patched: &Value) -> Result<(), TestCaseError> {
             ..
         }) = argv.and_then(|argv| Hook::from_argv(&argv))
         {
-            for target in targets {
+            for target in prestop_injector::mutation::hook::target_paths(&targets) {
                 prop_assert!(
                     target != "/" && writable(container, &target),
                     "{target} in {container}"

@@ -20,7 +20,7 @@ fn cleaned_by(outcome: &Outcome, index: usize) -> Vec<String> {
         Some(Hook {
             action: Action::Cleanup(targets),
             ..
-        }) => targets,
+        }) => prestop_injector::mutation::hook::target_paths(&targets),
         _ => Vec::new(),
     }
 }
@@ -535,7 +535,7 @@ fn class9_failed_cleanup_after_a_successful_user_hook_fails_the_hook() {
             let argv = Hook {
                 shell: shell.path.display().to_string(),
                 before: prestop_injector::mutation::hook::Before::Exec(user),
-                action: Action::Cleanup(vec![tree.path(&tree.target)]),
+                action: Action::Cleanup(vec![tree.path(&tree.target).into()]),
             }
             .to_shell_argv();
             let output = shell

@@ -36,7 +36,7 @@ fn cleanup_empties_hostile_tree() {
         let argv = hook(
             &shell,
             Before::Nothing,
-            Action::Cleanup(vec![tree.path(&tree.target)]),
+            Action::Cleanup(vec![tree.path(&tree.target).into()]),
         );
         let output = shell.run(&argv, &tree.cwd);
         assert!(
@@ -66,7 +66,11 @@ fn missing_and_multiple_targets() {
             tree.path(&second),
         ];
         let output = shell.run(
-            &hook(&shell, Before::Nothing, Action::Cleanup(targets)),
+            &hook(
+                &shell,
+                Before::Nothing,
+                Action::Cleanup(targets.into_iter().map(Into::into).collect()),
+            ),
             &tree.cwd,
         );
         assert!(
@@ -84,7 +88,7 @@ fn missing_and_multiple_targets() {
             &hook(
                 &shell,
                 Before::Nothing,
-                Action::Cleanup(vec![tree.path(&missing)]),
+                Action::Cleanup(vec![tree.path(&missing).into()]),
             ),
             &tree.cwd,
         );
@@ -106,7 +110,7 @@ fn symlinked_target_is_skipped() {
         let argv = hook(
             &shell,
             Before::Nothing,
-            Action::Cleanup(vec![tree.path(&link)]),
+            Action::Cleanup(vec![tree.path(&link).into()]),
         );
         let output = shell.run(&argv, &tree.cwd);
         assert!(
@@ -134,7 +138,7 @@ fn script_refuses_root_empty_and_relative_targets() {
         let argv = hook(
             &shell,
             Before::Nothing,
-            Action::Cleanup(targets.map(String::from).to_vec()),
+            Action::Cleanup(targets.map(Into::into).to_vec()),
         );
         let output = shell
             .command(&argv, &tree.cwd)
@@ -171,7 +175,7 @@ fn failed_delete_fails_a_fresh_hook() {
         let argv = hook(
             &shell,
             Before::Nothing,
-            Action::Cleanup(vec![tree.path(&tree.target)]),
+            Action::Cleanup(vec![tree.path(&tree.target).into()]),
         );
         let output = shell
             .command(&argv, &tree.cwd)
@@ -219,7 +223,7 @@ fn composed_hook_passes_exact_argv_and_keeps_status() {
         let argv = hook(
             &shell,
             Before::Exec(user),
-            Action::Cleanup(vec![tree.path(&tree.target)]),
+            Action::Cleanup(vec![tree.path(&tree.target).into()]),
         );
         let output = shell.run(&argv, &tree.cwd);
         assert_eq!(
@@ -245,7 +249,7 @@ fn cleanup_runs_when_user_command_is_missing() {
         let argv = hook(
             &shell,
             Before::Exec(user),
-            Action::Cleanup(vec![tree.path(&tree.target)]),
+            Action::Cleanup(vec![tree.path(&tree.target).into()]),
         );
         let output = shell.run(&argv, &tree.cwd);
         assert_eq!(
@@ -268,7 +272,7 @@ fn sleep_then_cleanup() {
         let argv = hook(
             &shell,
             Before::Sleep(1),
-            Action::Cleanup(vec![tree.path(&tree.target)]),
+            Action::Cleanup(vec![tree.path(&tree.target).into()]),
         );
         let output = shell.run(&argv, &tree.cwd);
         assert!(
@@ -413,7 +417,7 @@ proptest! {
                 fs::create_dir_all(&dir).expect("mkdir");
                 fs::write(dir.join(name), "x").expect("write");
             }
-            let argv = hook(&shell, Before::Nothing, Action::Cleanup(vec![tree.path(&tree.target)]));
+            let argv = hook(&shell, Before::Nothing, Action::Cleanup(vec![tree.path(&tree.target).into()]));
             let output = shell.run(&argv, &tree.cwd);
             prop_assert!(output.status.success(), "{}: {}", shell.name, stderr(&output));
             tree.assert_clean(&tree.target, shell.name);

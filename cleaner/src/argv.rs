@@ -2,10 +2,19 @@
 //! renders it into pod specs, and the program, which parses it.
 //!
 //! ```text
-//! prestop-clean hook [--sleep N] [--target PATH]... [--shell SHELL --script TEXT] [-- ARGV...]
-//! prestop-clean sidecar [--target PATH]...
+//! prestop-clean hook [--sleep N] [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
+//!                    [--shell SHELL --script TEXT] [-- ARGV...]
+//! prestop-clean sidecar [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
 //! prestop-clean install DIR
 //! ```
+//!
+//! Each target carries the identity the webhook expects it to have on the node (SPEC §3,
+//! "decided by identity"): `--host` is the host directory (`hostPath.path` + `subPath` +
+//! the suffix below the mount; a `subPathExpr` kept verbatim in Kubernetes' `$(VAR)`
+//! syntax, every other `$` written `$$`), and `--whole-filesystem` says the operator
+//! allowed exactly that host path, so its mount may be the root of a whole filesystem.
+//! A target without `--host` (a pod injected by an older release) still parses, but the
+//! program refuses to clean it.
 //!
 //! - `hook` (a preStop `exec`): first the user's own handler — `ARGV` exactly as given
 //!   (fork/exec, no shell), or `--sleep N` seconds —, then the custom `--script` through
@@ -47,18 +56,64 @@ pub struct Script {
     pub text: String,
 }
 
+/// One directory to empty, with the identity it must have on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The path inside the container (absolute, normalized).
+    pub path: String,
+    /// `--host`: the host directory the webhook expects the path to show, in `$(VAR)`
+    /// syntax (see the module docs). `None` only in argv of older releases: refused.
+    pub host: Option<String>,
+    /// `--whole-filesystem`: the operator allowed exactly this host path, so the
+    /// target's mount may be the root of a whole filesystem.
+    pub whole_filesystem: bool,
+}
+
+impl Target {
+    /// A target without an expected identity: the shell forms of the hook and sidecar
+    /// (which cannot check one), and argv of older releases.
+    pub fn path_only(path: impl Into<String>) -> Target {
+        Target {
+            path: path.into(),
+            host: None,
+            whole_filesystem: false,
+        }
+    }
+
+    /// A target with the host directory it must show.
+    pub fn on_host(path: impl Into<String>, host: impl Into<String>) -> Target {
+        Target {
+            path: path.into(),
+            host: Some(host.into()),
+            whole_filesystem: false,
+        }
+    }
+}
+
+impl From<&str> for Target {
+    fn from(path: &str) -> Target {
+        Target::path_only(path)
+    }
+}
+
+impl From<String> for Target {
+    fn from(path: String) -> Target {
+        Target::path_only(path)
+    }
+}
+
 /// The arguments of `prestop-clean hook`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookArgs {
     pub before: Before,
-    pub targets: Vec<String>,
+    pub targets: Vec<Target>,
     pub script: Option<Script>,
 }
 
 /// The arguments of `prestop-clean sidecar`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SidecarArgs {
-    pub targets: Vec<String>,
+    pub targets: Vec<Target>,
 }
 
 /// A command line that is not one [`HookArgs::render`] or [`SidecarArgs::render`] writes.
@@ -85,10 +140,7 @@ impl HookArgs {
             argv.push("--sleep".to_owned());
             argv.push(seconds.to_string());
         }
-        for target in &self.targets {
-            argv.push("--target".to_owned());
-            argv.push(target.clone());
-        }
+        render_targets(&self.targets, &mut argv);
         if let Some(script) = &self.script {
             argv.push("--shell".to_owned());
             argv.push(script.shell.clone());
@@ -151,10 +203,7 @@ impl SidecarArgs {
     /// The full argv, `program` first.
     pub fn render(&self, program: &str) -> Vec<String> {
         let mut argv = vec![program.to_owned(), SIDECAR.to_owned()];
-        for target in &self.targets {
-            argv.push("--target".to_owned());
-            argv.push(target.clone());
-        }
+        render_targets(&self.targets, &mut argv);
         argv
     }
 
@@ -173,15 +222,43 @@ impl SidecarArgs {
     }
 }
 
-/// Leading `--target PATH` pairs.
-fn take_targets(mut rest: &[String]) -> (Vec<String>, &[String]) {
+fn render_targets(targets: &[Target], argv: &mut Vec<String>) {
+    for target in targets {
+        argv.push("--target".to_owned());
+        argv.push(target.path.clone());
+        if let Some(host) = &target.host {
+            argv.push("--host".to_owned());
+            argv.push(host.clone());
+        }
+        if target.whole_filesystem {
+            argv.push("--whole-filesystem".to_owned());
+        }
+    }
+}
+
+/// Leading targets: `--target PATH`, each followed by its own optional `--host HOSTPATH`
+/// and `--whole-filesystem`, in that order (the order [`render_targets`] writes).
+fn take_targets(mut rest: &[String]) -> (Vec<Target>, &[String]) {
     let mut targets = Vec::new();
     while let [flag, path, tail @ ..] = rest {
         if flag != "--target" {
             break;
         }
-        targets.push(path.clone());
+        let mut target = Target::path_only(path.clone());
         rest = tail;
+        if let [flag, host, tail @ ..] = rest {
+            if flag == "--host" {
+                target.host = Some(host.clone());
+                rest = tail;
+            }
+        }
+        if let [flag, tail @ ..] = rest {
+            if flag == "--whole-filesystem" {
+                target.whole_filesystem = true;
+                rest = tail;
+            }
+        }
+        targets.push(target);
     }
     (targets, rest)
 }
@@ -203,6 +280,35 @@ mod tests {
         items.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    fn targets(items: &[&str]) -> Vec<Target> {
+        items.iter().map(|s| Target::from(*s)).collect()
+    }
+
+    /// Lists of targets with every combination of the per-target options.
+    fn target_lists() -> Vec<Vec<Target>> {
+        let whole = Target {
+            whole_filesystem: true,
+            ..Target::on_host("/data", "/mnt/disk")
+        };
+        let whole_no_host = Target {
+            whole_filesystem: true,
+            ..Target::path_only("/data")
+        };
+        vec![
+            vec![],
+            targets(&["/scratch"]),
+            targets(&["/a b", "/-x", "/\n"]),
+            vec![Target::on_host("/data", "/mnt/scratch/$(POD_NAME)/x")],
+            vec![
+                Target::on_host("/data", "--host"),
+                whole.clone(),
+                Target::path_only("/old"),
+                whole_no_host,
+                Target::on_host("/--whole-filesystem", "/$$/--target"),
+            ],
+        ]
+    }
+
     fn round_trip(args: HookArgs) {
         let argv = args.render("/.prestop-injector/prestop-clean");
         assert_eq!(argv[1], HOOK);
@@ -222,11 +328,7 @@ mod tests {
             Before::Exec(vec![]),
             Before::Exec(strings(&["--target", "/etc", "--", "-c"])),
         ] {
-            for targets in [
-                vec![],
-                strings(&["/scratch"]),
-                strings(&["/a b", "/-x", "/\n"]),
-            ] {
+            for targets in target_lists() {
                 for script in [None, script.clone()] {
                     round_trip(HookArgs {
                         before: before.clone(),
@@ -241,12 +343,24 @@ mod tests {
     #[test]
     fn user_argv_is_never_read_as_options() {
         let args = HookArgs {
-            before: Before::Exec(strings(&["/bin/sh", "-c", "x", "--target", "/"])),
-            targets: strings(&["/scratch"]),
+            before: Before::Exec(strings(&[
+                "/bin/sh",
+                "-c",
+                "x",
+                "--target",
+                "/",
+                "--host",
+                "/",
+                "--whole-filesystem",
+            ])),
+            targets: vec![Target::on_host("/scratch", "/mnt/scratch")],
             script: None,
         };
         let parsed = HookArgs::parse(&args.render("p")[1..]).unwrap();
-        assert_eq!(parsed.targets, ["/scratch"]);
+        assert_eq!(
+            parsed.targets,
+            [Target::on_host("/scratch", "/mnt/scratch")]
+        );
     }
 
     #[test]
@@ -262,6 +376,26 @@ mod tests {
             strings(&["hook", "--script", "x", "--shell", "/bin/sh"]),
             strings(&["hook", "--sleep", "1", "--", "echo"]),
             strings(&["hook", "/scratch"]),
+            // Per-target options only right after their target, in render order.
+            strings(&["hook", "--host", "/mnt/x"]),
+            strings(&["hook", "--whole-filesystem"]),
+            strings(&[
+                "hook",
+                "--target",
+                "/a",
+                "--whole-filesystem",
+                "--host",
+                "/b",
+            ]),
+            strings(&["hook", "--target", "/a", "--host"]),
+            strings(&["hook", "--target", "/a", "--host", "/b", "--host", "/c"]),
+            strings(&[
+                "hook",
+                "--target",
+                "/a",
+                "--whole-filesystem",
+                "--whole-filesystem",
+            ]),
         ] {
             assert!(HookArgs::parse(&args).is_err(), "{args:?}");
         }
@@ -269,6 +403,8 @@ mod tests {
             strings(&["hook"]),
             strings(&["sidecar", "--target"]),
             strings(&["sidecar", "--", "x"]),
+            strings(&["sidecar", "--host", "/x"]),
+            strings(&["sidecar", "--target", "/a", "--host"]),
         ] {
             assert!(SidecarArgs::parse(&args).is_err(), "{args:?}");
         }
@@ -276,7 +412,10 @@ mod tests {
 
     #[test]
     fn sidecar_round_trips() {
-        for targets in [vec![], strings(&["/scratch", "/--target"])] {
+        for targets in target_lists()
+            .into_iter()
+            .chain([targets(&["/scratch", "/--target"])])
+        {
             let args = SidecarArgs { targets };
             let argv = args.render("/usr/local/bin/prestop-clean");
             assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args));

@@ -1,9 +1,17 @@
 //! `prestop-clean`: the program that prestop-injector's hooks and sidecar run.
 //!
 //! This library holds what the webhook and the program must agree on — the argv format
-//! ([`argv`]) — and, for the program and the node reaper, the cleaning itself:
-//! [`empty_directory`] removes everything below a directory without ever following a
-//! symlink or entering a mount, and returns a [`Report`] of what it did.
+//! ([`argv`]) — and the cleaning itself, in two entry points:
+//! - [`clean_target`], for the hook and the sidecar inside a pod: checks the target's
+//!   identity first ([`identity`]: its mount in `/proc/self/mountinfo` must show the host
+//!   directory the webhook expected, not a whole filesystem unless allowed, and not
+//!   another mount's root), then empties it and never enters another mount's root;
+//! - [`empty_directory`], for the node reaper, which works on host paths through its own
+//!   host-root mount and has no expected identity to check (it decides by identity on its
+//!   own side, from the pods' mounts): the walk alone.
+//!
+//! Both remove everything below a directory without ever following a symlink or entering
+//! a mount, and return a [`Report`] of what they did.
 //!
 //! ```no_run
 //! let report = prestop_clean::empty_directory("/scratch");
@@ -12,11 +20,14 @@
 //! ```
 
 pub mod argv;
+mod expand;
+pub mod identity;
+pub mod mountinfo;
 mod report;
 mod target;
 mod walk;
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
 
 use rustix::fs::{fstatvfs, StatVfsMountFlags};
@@ -39,6 +50,23 @@ pub const MAX_PASSES: u32 = 3;
 /// touched; survivors (mount points, permission denied, a read-only filesystem, …) make
 /// it [`Outcome::Incomplete`] and are named in [`Report::survivors`].
 pub fn empty_directory(path: &str) -> Report {
+    clean(path, None)
+}
+
+/// Empties `target.path` after checking its identity on the node (SPEC §3; see
+/// [`identity`]): what [`empty_directory`] does, for the hook and the sidecar. A target
+/// without `--host`, whose mount shows another host directory than `--host`, that is a
+/// whole filesystem without `--whole-filesystem`, or that is another mount's root, is
+/// [`Outcome::Skipped`] with one sentence naming both paths, and nothing is touched;
+/// directories inside it that are other mounts' roots survive ([`Reason::OtherMount`]).
+/// `$(VAR)` in `--host` is expanded from this process's environment.
+pub fn clean_target(target: &argv::Target) -> Report {
+    clean(&target.path, Some((target, &expand::from_env)))
+}
+
+type Expected<'t> = (&'t argv::Target, &'t dyn Fn(&str) -> Option<String>);
+
+fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
     let start = Instant::now();
     let mut report = Report {
         target: path.to_owned(),
@@ -59,6 +87,13 @@ pub fn empty_directory(path: &str) -> Report {
         report.outcome = Outcome::Skipped(format!("refused: {why}"));
         return finish(report);
     }
+    // Before anything else, so that an old hook says why even when the target is gone.
+    if let Some((target, lookup)) = expected {
+        if let Err(why) = identity::expected_host(target, lookup) {
+            report.outcome = Outcome::Skipped(why);
+            return finish(report);
+        }
+    }
     let root = match target::open_target(path) {
         Ok(fd) => fd,
         Err(target::NotOpened::Missing) => {
@@ -70,9 +105,34 @@ pub fn empty_directory(path: &str) -> Report {
             return finish(report);
         }
     };
+    let other_mounts = match expected {
+        None => Default::default(),
+        Some((target, lookup)) => match identity::check(target, root.as_fd(), lookup) {
+            Ok(others) => others,
+            Err(why) => {
+                report.outcome = Outcome::Skipped(why);
+                return finish(report);
+            }
+        },
+    };
+    walk_opened(path, root.as_fd(), &other_mounts, report, start)
+}
+
+/// Empties the opened target `root`, never entering a directory in `other_mounts`.
+fn walk_opened(
+    path: &str,
+    root: BorrowedFd<'_>,
+    other_mounts: &identity::OtherMounts,
+    mut report: Report,
+    start: Instant,
+) -> Report {
+    let finish = |mut report: Report| {
+        report.elapsed = start.elapsed();
+        report
+    };
     // A read-only mount: say so once instead of one EROFS per entry.
-    if fstatvfs(&root).is_ok_and(|vfs| vfs.f_flag.contains(StatVfsMountFlags::RDONLY)) {
-        let entries = walk::entry_count(&root).unwrap_or(1);
+    if fstatvfs(root).is_ok_and(|vfs| vfs.f_flag.contains(StatVfsMountFlags::RDONLY)) {
+        let entries = walk::entry_count(root).unwrap_or(1);
         if entries > 0 {
             report.outcome = Outcome::Incomplete;
             report.left = entries;
@@ -84,7 +144,8 @@ pub fn empty_directory(path: &str) -> Report {
         return finish(report);
     }
     for pass in 1..=MAX_PASSES {
-        let mut walk = walk::Walk::new(path, root.as_fd());
+        let mut walk = walk::Walk::new(path, root);
+        walk.other_mounts = other_mounts.clone();
         walk.run();
         report.passes = pass;
         report.removed += walk.removed;

@@ -1,9 +1,10 @@
 //! `prestop-clean`: the preStop hook, the cleanup sidecar and the installer in one static
 //! program. The command line is [`prestop_clean::argv`]; the cleaning is
-//! [`prestop_clean::empty_directory`].
+//! [`prestop_clean::clean_target`], which checks each target's identity on the node first.
 //!
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
-//! non-zero, else 1 when anything survived or a target was skipped, else 0; `sidecar`
+//! non-zero, else 1 when anything survived or a target was skipped (a target without
+//! `--host`, or whose mount is not the expected host directory, is skipped), else 0; `sidecar`
 //! exits 0 after cleaning; usage errors exit 2 before anything runs.
 
 mod install;
@@ -14,14 +15,14 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use prestop_clean::argv::{Before, HookArgs, SidecarArgs, HOOK, INSTALL, SIDECAR};
-use prestop_clean::{check_target, empty_directory, escape};
+use prestop_clean::argv::{Before, HookArgs, SidecarArgs, Target, HOOK, INSTALL, SIDECAR};
+use prestop_clean::{check_target, clean_target, escape};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-const USAGE: &str = "usage: prestop-clean hook [--sleep N] [--target PATH]... \
-[--shell SHELL --script TEXT] [-- ARGV...]
-       prestop-clean sidecar [--target PATH]...
+const USAGE: &str = "usage: prestop-clean hook [--sleep N] \
+[--target PATH [--host HOSTPATH] [--whole-filesystem]]... [--shell SHELL --script TEXT] [-- ARGV...]
+       prestop-clean sidecar [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
        prestop-clean install DIR";
 
 fn main() -> ExitCode {
@@ -64,12 +65,12 @@ fn usage(message: &str) -> u8 {
 
 /// Refuses the whole command line (status 2) when a target is not absolute and
 /// normalized: the webhook never renders one, so it is a bug or tampering.
-fn checked(targets: &[String]) -> Option<u8> {
+fn checked(targets: &[Target]) -> Option<u8> {
     for target in targets {
-        if let Err(why) = check_target(target) {
+        if let Err(why) = check_target(&target.path) {
             return Some(usage(&format!(
                 "target {:?} refused: {why}; nothing was run",
-                escape(target.as_bytes())
+                escape(target.path.as_bytes())
             )));
         }
     }
@@ -128,10 +129,10 @@ fn run(command: &mut Command, program: &str) -> u8 {
 }
 
 /// Empties every target, one summary line each on stderr; true when all are clean.
-fn clean_all(targets: &[String]) -> bool {
+fn clean_all(targets: &[Target]) -> bool {
     let mut clean = true;
     for target in targets {
-        let report = empty_directory(target);
+        let report = clean_target(target);
         eprintln!("prestop-clean: {}", report.summary());
         clean &= report.is_clean();
     }
@@ -148,7 +149,11 @@ fn sidecar(args: &SidecarArgs) -> u8 {
             return 1;
         }
     };
-    let targets: Vec<String> = args.targets.iter().map(|t| escape(t.as_bytes())).collect();
+    let targets: Vec<String> = args
+        .targets
+        .iter()
+        .map(|t| escape(t.path.as_bytes()))
+        .collect();
     eprintln!(
         "prestop-clean: sidecar ready: cleaning {} on SIGTERM",
         if targets.is_empty() {

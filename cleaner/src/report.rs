@@ -63,6 +63,10 @@ pub enum Reason {
     /// A mount point (any mount: tmpfs, another filesystem, a bind mount of the same
     /// one). Never entered, never removed.
     MountPoint,
+    /// A directory that is the root of another mount of the container, seen inside the
+    /// target through a bind mount of a directory above it (a PV whose directory lies
+    /// inside a hostPath target): never entered, never removed.
+    OtherMount,
     /// A directory on another device within the same mount (a btrfs subvolume): refused
     /// like a mount, as a device change is never expected inside one filesystem.
     OtherDevice,
@@ -143,6 +147,9 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::MountPoint => f.write_str("is a mount point"),
+            Reason::OtherMount => {
+                f.write_str("is the root of another mount of the container (not entered)")
+            }
             Reason::OtherDevice => f.write_str("is on another device (not entered)"),
             Reason::PermissionDenied => f.write_str("permission denied"),
             Reason::NotPermitted => f.write_str("operation not permitted"),

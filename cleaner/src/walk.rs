@@ -29,6 +29,7 @@
 //! - `ENOENT` anywhere means another process removed the entry first: fine. `EINTR` is
 //!   retried. A read-only filesystem stops the walk at the first `EROFS`.
 
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -115,6 +116,9 @@ pub(crate) struct Walk<'a> {
     pub changed: bool,
     /// Set when the walk stopped early (a read-only filesystem).
     pub stopped: bool,
+    /// `(st_dev, st_ino)` of the roots of the container's other mounts (identity check,
+    /// SPEC §3): a directory that is one of them is never entered nor emptied.
+    pub other_mounts: HashMap<(u64, u64), Vec<u8>>,
     /// Tests: runs before each climb by `..`, to move directories at the worst moment.
     #[cfg(test)]
     before_climb: Option<Box<dyn FnMut()>>,
@@ -137,6 +141,7 @@ impl<'a> Walk<'a> {
             unnamed: 0,
             changed: false,
             stopped: false,
+            other_mounts: HashMap::new(),
             #[cfg(test)]
             before_climb: None,
             #[cfg(test)]
@@ -316,6 +321,10 @@ impl<'a> Walk<'a> {
             // RESOLVE_NO_XDEV already refused every mount; a device change within one
             // mount (a btrfs subvolume) is not expected either. Never enter it.
             return self.survive(&name, Reason::OtherDevice);
+        }
+        if self.other_mounts.contains_key(&(st.st_dev, st.st_ino)) {
+            // Another mount's root, aliased here (a PV inside a hostPath target).
+            return self.survive(&name, Reason::OtherMount);
         }
         // The stream owns the descriptor: no second one per directory.
         let dir = match Dir::new(fd) {

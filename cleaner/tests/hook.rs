@@ -7,7 +7,7 @@ use std::fs;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use prestop_clean::argv::{Before, HookArgs, Script};
+use prestop_clean::argv::{Before, HookArgs, Script, Target};
 use support::{stderr, Sandbox, BIN};
 
 /// The hook as the webhook renders it, run with a container's usual PATH (a PATH entry
@@ -27,7 +27,14 @@ fn run_hook(args: &HookArgs) -> std::process::Output {
 fn hook(before: Before, sandbox: &Sandbox, script: Option<Script>) -> HookArgs {
     HookArgs {
         before,
-        targets: vec![sandbox.target.display().to_string()],
+        // The sandbox is on the test machine's whole root filesystem, under its own path.
+        targets: vec![Target {
+            whole_filesystem: true,
+            ..Target::on_host(
+                sandbox.target.display().to_string(),
+                sandbox.target.display().to_string(),
+            )
+        }],
         script,
     }
 }
@@ -157,9 +164,13 @@ fn survivors_fail_the_hook_missing_targets_do_not() {
     let sandbox = Sandbox::new();
     std::os::unix::fs::symlink(&sandbox.canary, sandbox.path("link")).expect("symlink");
     let mut args = hook(Before::Nothing, &sandbox, None);
-    args.targets = vec![sandbox.path("link").display().to_string()];
+    let on_host = |path: String| Target {
+        whole_filesystem: true,
+        ..Target::on_host(path.clone(), path)
+    };
+    args.targets = vec![on_host(sandbox.path("link").display().to_string())];
     assert_eq!(run_hook(&args).status.code(), Some(1));
-    args.targets = vec![sandbox.path("missing").display().to_string()];
+    args.targets = vec![on_host(sandbox.path("missing").display().to_string())];
     assert_eq!(run_hook(&args).status.code(), Some(0));
     args.targets = vec![];
     assert_eq!(run_hook(&args).status.code(), Some(0));

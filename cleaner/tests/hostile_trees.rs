@@ -228,7 +228,10 @@ fn a_tree_deeper_than_path_max_is_emptied() {
     // With 16 descriptors at most, fewer than WINDOW: one per level would fail with
     // EMFILE, and the walk holds fewer when it meets EMFILE.
     let output = std::process::Command::new("sh")
-        .args(["-c", "ulimit -n 16 && exec \"$0\" hook --target \"$1\""])
+        .args([
+            "-c",
+            "ulimit -n 16 && exec \"$0\" hook --target \"$1\" --host \"$1\" --whole-filesystem",
+        ])
         .arg(support::BIN)
         .arg(&sandbox.target)
         .output()

@@ -45,7 +45,7 @@ echo tmpfs > "$T/a/b/tmp/file"
 touch "$T/bound-file"
 mount --bind "$D/canary/keep" "$T/bound-file"
 set +e
-"$BIN" hook --target "$T"
+"$BIN" hook --target "$T" --host "$T" --whole-filesystem
 echo "status=$?"
 test -f "$T/a/b/tmp/file" && echo tmpfs-kept
 mountpoint -q "$T/pv" && echo pv-mounted
@@ -106,7 +106,7 @@ mount --make-rprivate /
 mount --bind "$D/ro-source" "$T"
 mount -o remount,bind,ro "$T"
 set +e
-"$BIN" hook --target "$T"
+"$BIN" hook --target "$T" --host "$D/ro-source"
 echo "status=$?"
 "#;
 
@@ -139,12 +139,13 @@ mount --make-rprivate /
 mount -t tmpfs tmpfs "$T"
 mkdir -p "$T/x/y" && echo junk > "$T/x/y/z" && ln -s "$D/canary" "$T/link"
 set +e
-"$BIN" hook --target "$T"
+"$BIN" hook --target "$T" --host "$T" --whole-filesystem
 echo "status=$?"
 ls -A "$T" | wc -l
 "#;
 
-/// The usual case in a pod: the target is itself the root of a mount.
+/// The usual case in a pod: the target is itself the root of a mount (here a whole
+/// tmpfs, which the operator allowed: `--whole-filesystem`).
 #[test]
 fn a_target_that_is_a_mount_root_is_emptied() {
     let sandbox = Sandbox::new();

@@ -96,6 +96,7 @@ fn clean_while_swapping(
     let output = Command::new(BIN)
         .args(["hook", "--target"])
         .arg(target)
+        .args(support::on_whole_filesystem(target))
         .stdin(Stdio::null())
         .output()
         .expect("run prestop-clean");
@@ -223,6 +224,7 @@ fn moving_a_directory_out_during_a_deep_walk() {
         let output = Command::new(BIN)
             .args(["hook", "--target"])
             .arg(&sandbox.target)
+            .args(support::on_whole_filesystem(&sandbox.target))
             .output()
             .expect("run");
         stop.store(true, Ordering::Relaxed);

@@ -77,6 +77,7 @@ fn sidecar(command: &mut Command, sandbox: &Sandbox) -> Child {
         .arg(BIN)
         .args(["sidecar", "--target"])
         .arg(&sandbox.target)
+        .args(support::on_whole_filesystem(&sandbox.target))
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,7 +1,8 @@
 //! The program shipped into pods is static: `scripts/build-cleaner.sh` builds it
 //! (`+crt-static`, profile `release-cleaner`), and this test reads its ELF program headers
 //! (no `PT_INTERP`, no `DT_NEEDED`) and runs it in a chroot that holds nothing but the
-//! program, as in a `scratch` or distroless image.
+//! program, as in a `scratch` or distroless image — and `/proc`, which every container
+//! has and the identity check reads (`/proc/self/mountinfo`).
 
 mod support;
 
@@ -95,14 +96,27 @@ fn the_release_binary_is_static_and_runs_with_nothing_around_it() {
     if !support::is_root() {
         return support::skip("chroot needs root");
     }
+    let Some(unshare) = support::unshare(&["-m"]) else {
+        return;
+    };
     let sandbox = support::Sandbox::new();
     let root = sandbox.dir.path();
     fs::copy(&bin, root.join("prestop-clean")).expect("copy");
     fs::write(sandbox.target.join("f"), "x").expect("write");
     std::os::unix::fs::symlink("/canary", sandbox.target.join("link")).expect("symlink");
-    let output = Command::new("chroot")
+    // As a container runtime does: the root is a bind mount of a directory of the node
+    // (so mountinfo shows its host path as the root field), with /proc inside.
+    let script = r#"
+R=$1
+mount --make-rprivate /
+mount --bind "$R" "$R"
+mkdir "$R/proc"
+mount -t proc proc "$R/proc"
+exec chroot "$R" /prestop-clean hook --target /target --host "$R/target"
+"#;
+    let output = Command::new(unshare)
+        .args(["-m", "sh", "-euc", script, "sh"])
         .arg(root)
-        .args(["/prestop-clean", "hook", "--target", "/target"])
         .output()
         .expect("run chroot");
     let err = support::stderr(&output);

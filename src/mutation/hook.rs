@@ -3,14 +3,16 @@
 //! Contract:
 //! - A [`Hook`] (what runs before, what our part does) renders in one of two forms,
 //!   chosen by `cleaner.mode` ([`Hook::to_argv`]):
-//!   - `binary`: `[PROGRAM, "hook", (--sleep N)?, --target P…, (--shell S --script T)?,
-//!     (-- user…)?]`, the argv of the static cleaner program as
-//!     [`prestop_clean::argv::HookArgs::render`] writes it. No shell unless a custom
-//!     script needs one.
+//!   - `binary`: `[PROGRAM, "hook", (--sleep N)?, (--target P (--host H)?
+//!     (--whole-filesystem)?)…, (--shell S --script T)?, (-- user…)?]`, the argv of the
+//!     static cleaner program as [`prestop_clean::argv::HookArgs::render`] writes it. No
+//!     shell unless a custom script needs one. Each target carries the identity the
+//!     program checks at run time ([`super::targets::identify`]).
 //!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
-//!     the cleanup targets (or the custom script) and `user` is the user's own preStop
-//!     argv, untouched. The script text comes from [`super::script`] and holds no path and
-//!     no user text.
+//!     the cleanup targets' paths (or the custom script) and `user` is the user's own
+//!     preStop argv, untouched. The script text comes from [`super::script`] and holds no
+//!     path and no user text. It has no run-time identity check: a target's expected
+//!     host path is not in its argv, and `sh` cannot check one.
 //! - [`Hook::from_argv`] returns `Some` exactly for argv that `to_argv` renders, in either
 //!   form (any shell path, so v1 shell hooks of earlier releases are recognised and
 //!   rebuilt): it parses, rebuilds the hook and compares the re-rendered argv with the
@@ -22,6 +24,8 @@
 
 use super::script::{self, ActionShape, BeforeShape, Shape, ARG0};
 use crate::config::CleanerMode;
+/// A cleanup target and the identity it must have on the node: the program's own type.
+pub use prestop_clean::argv::Target;
 use prestop_clean::argv::{HookArgs, Script, SidecarArgs};
 
 /// What runs before our action inside the one preStop handler: nothing, the user's own
@@ -42,8 +46,9 @@ pub const IMAGE_PROGRAM: &str = "/usr/local/bin/prestop-clean";
 /// What our part of the hook does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Delete the contents of these absolute paths (passed as argv entries, never spliced).
-    Cleanup(Vec<String>),
+    /// Delete the contents of these absolute paths (passed as argv entries, never spliced),
+    /// each checked at run time against its expected host path (program form only).
+    Cleanup(Vec<Target>),
     /// The user's `prestop-injector.io/command` script.
     Custom(String),
 }
@@ -88,8 +93,12 @@ impl Hook {
 
     /// `[shell, "-c", SCRIPT, "prestop-injector", …]`: the v1 shell hook.
     pub fn to_shell_argv(&self) -> Vec<String> {
+        let paths: Vec<String>;
         let (action, lead): (ActionShape, &[String]) = match &self.action {
-            Action::Cleanup(targets) => (ActionShape::Cleanup, targets),
+            Action::Cleanup(targets) => {
+                paths = target_paths(targets);
+                (ActionShape::Cleanup, &paths)
+            }
             Action::Custom(text) => (ActionShape::Custom, std::slice::from_ref(text)),
         };
         let (before, user): (BeforeShape, &[String]) = match &self.before {
@@ -153,7 +162,9 @@ impl Hook {
         }
         let (lead, user) = args.split_at(shape.lead);
         let action = match shape.action {
-            ActionShape::Cleanup => Action::Cleanup(lead.to_vec()),
+            ActionShape::Cleanup => {
+                Action::Cleanup(lead.iter().map(|p| Target::path_only(p.clone())).collect())
+            }
             ActionShape::Custom => match lead {
                 [text] => Action::Custom(text.clone()),
                 _ => return None,
@@ -207,17 +218,28 @@ pub fn sidecar_argv(shell: &str, targets: &[String]) -> Vec<String> {
     argv
 }
 
+/// The container paths of `targets`: all the shell forms pass.
+pub fn target_paths(targets: &[Target]) -> Vec<String> {
+    targets.iter().map(|t| t.path.clone()).collect()
+}
+
 /// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", --target P…]`.
-pub fn program_sidecar_argv(targets: &[String]) -> Vec<String> {
+pub fn program_sidecar_argv(targets: &[Target]) -> Vec<String> {
     SidecarArgs {
         targets: targets.to_vec(),
     }
     .render(IMAGE_PROGRAM)
 }
 
-/// The targets of a command produced by [`sidecar_argv`] or [`program_sidecar_argv`];
-/// `None` for anything else.
+/// The target paths of a command produced by [`sidecar_argv`] or
+/// [`program_sidecar_argv`]; `None` for anything else.
 pub fn sidecar_targets(argv: &[String]) -> Option<Vec<String>> {
+    sidecar_identified_targets(argv).map(|targets| target_paths(&targets))
+}
+
+/// [`sidecar_targets`] with each target's expected identity (paths only for the shell
+/// sidecar, which cannot check one).
+pub fn sidecar_identified_targets(argv: &[String]) -> Option<Vec<Target>> {
     if let [program, args @ ..] = argv {
         if program == IMAGE_PROGRAM {
             let targets = SidecarArgs::parse(args).ok()?.targets;
@@ -230,7 +252,12 @@ pub fn sidecar_targets(argv: &[String]) -> Option<Vec<String>> {
     if script::parse_sidecar_header(text)? != targets.len() {
         return None;
     }
-    (sidecar_argv(shell, targets) == argv).then(|| targets.to_vec())
+    (sidecar_argv(shell, targets) == argv).then(|| {
+        targets
+            .iter()
+            .map(|t| Target::path_only(t.clone()))
+            .collect()
+    })
 }
 
 #[cfg(test)]
@@ -240,6 +267,10 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn targets(items: &[&str]) -> Vec<Target> {
+        items.iter().map(|s| Target::path_only(*s)).collect()
     }
 
     fn hook(before: Before, action: Action) -> Hook {
@@ -254,7 +285,7 @@ mod tests {
     fn argv_shape() {
         let h = hook(
             Before::Exec(strings(&["/bin/echo", "bye"])),
-            Action::Cleanup(strings(&["/data", "/cache"])),
+            Action::Cleanup(targets(&["/data", "/cache"])),
         );
         let argv = h.to_shell_argv();
         assert_eq!(argv[0], "/bin/sh");
@@ -266,7 +297,7 @@ mod tests {
 
     #[test]
     fn foreign_argv_is_not_ours() {
-        let ours = hook(Before::Nothing, Action::Cleanup(strings(&["/data"]))).to_shell_argv();
+        let ours = hook(Before::Nothing, Action::Cleanup(targets(&["/data"]))).to_shell_argv();
         let mut edited = ours.clone();
         edited[2].push_str("echo extra\n");
         let mut extra_arg = ours.clone();
@@ -306,7 +337,7 @@ mod tests {
     fn hooks_of_earlier_releases_are_ours() {
         let h = hook(
             Before::Exec(strings(&["/bin/echo", "bye"])),
-            Action::Cleanup(strings(&["/data"])),
+            Action::Cleanup(targets(&["/data"])),
         );
         let mut old = h.to_shell_argv();
         old[2] = old[2].replace(
@@ -322,9 +353,13 @@ mod tests {
 
     #[test]
     fn sidecar_round_trip() {
-        let targets = strings(&["/data", "/with space"]);
-        let argv = sidecar_argv("/bin/sh", &targets);
-        assert_eq!(sidecar_targets(&argv), Some(targets));
+        let paths = strings(&["/data", "/with space"]);
+        let argv = sidecar_argv("/bin/sh", &paths);
+        assert_eq!(
+            sidecar_identified_targets(&argv),
+            Some(targets(&["/data", "/with space"]))
+        );
+        assert_eq!(sidecar_targets(&argv), Some(paths));
         let mut changed = argv.clone();
         changed[1] = "-ec".to_owned();
         assert_eq!(sidecar_targets(&changed), None);
@@ -377,7 +412,13 @@ mod tests {
         );
         let h = hook(
             Before::Exec(strings(&["/usr/sbin/nginx", "-s", "quit"])),
-            Action::Cleanup(strings(&["/data", "/cache"])),
+            Action::Cleanup(vec![
+                Target::on_host("/data", "/mnt/data"),
+                Target {
+                    whole_filesystem: true,
+                    ..Target::on_host("/cache", "/mnt/disk/$(POD_NAME)")
+                },
+            ]),
         );
         assert_eq!(
             h.to_program_argv(),
@@ -386,8 +427,13 @@ mod tests {
                 "hook",
                 "--target",
                 "/data",
+                "--host",
+                "/mnt/data",
                 "--target",
                 "/cache",
+                "--host",
+                "/mnt/disk/$(POD_NAME)",
+                "--whole-filesystem",
                 "--",
                 "/usr/sbin/nginx",
                 "-s",
@@ -423,9 +469,12 @@ mod tests {
             assert_eq!(Hook::from_argv(&argv), None, "{argv:?}");
             assert_eq!(sidecar_targets(&argv), None, "{argv:?}");
         }
-        let targets = strings(&["/a", "/--target"]);
+        let targets = vec![
+            Target::on_host("/a", "/mnt/a"),
+            Target::path_only("/--target"),
+        ];
         assert_eq!(
-            sidecar_targets(&program_sidecar_argv(&targets)),
+            sidecar_identified_targets(&program_sidecar_argv(&targets)),
             Some(targets)
         );
         assert_eq!(program_sidecar_argv(&[])[..2], [IMAGE_PROGRAM, "sidecar"]);
@@ -439,8 +488,15 @@ mod tests {
             any::<u64>().prop_map(Before::Sleep),
             list.clone().prop_map(Before::Exec),
         ];
+        let target = (any::<String>(), any::<Option<String>>(), any::<bool>()).prop_map(
+            |(path, host, whole_filesystem)| Target {
+                path,
+                host,
+                whole_filesystem,
+            },
+        );
         let action = prop_oneof![
-            list.prop_map(Action::Cleanup),
+            prop::collection::vec(target, 0..4).prop_map(Action::Cleanup),
             any::<String>().prop_map(Action::Custom),
         ];
         (text, before, action).prop_map(|(shell, before, action)| Hook {
@@ -454,7 +510,17 @@ mod tests {
         #[test]
         fn round_trip(h in any_hook()) {
             let argv = h.to_shell_argv();
-            prop_assert_eq!(Hook::from_argv(&argv), Some(h.clone()));
+            // The shell form carries paths only: what it cannot check, it does not keep.
+            let paths_only = match &h.action {
+                Action::Cleanup(targets) => Hook {
+                    action: Action::Cleanup(
+                        targets.iter().map(|t| Target::path_only(t.path.clone())).collect(),
+                    ),
+                    ..h.clone()
+                },
+                Action::Custom(_) => h.clone(),
+            };
+            prop_assert_eq!(Hook::from_argv(&argv), Some(paths_only));
             // Rebuilding what we recognised is a fixed point (idempotent injection).
             prop_assert_eq!(Hook::from_argv(&argv).map(|h| h.to_shell_argv()), Some(argv));
         }

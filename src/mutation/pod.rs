@@ -90,7 +90,8 @@ pub fn mutate(
                         if let (Some(why), Action::Cleanup(paths)) =
                             (&settings.shared_by, &hook.action)
                         {
-                            sharing::warn_shared(container, paths, why, &mut warnings);
+                            let paths = super::hook::target_paths(paths);
+                            sharing::warn_shared(container, &paths, why, &mut warnings);
                         }
                         set_exec(container, hook.to_argv(mode));
                         injected.push(name);
@@ -269,7 +270,8 @@ fn wanted_actions(
                 }
                 let found = targets::auto_targets(spec, container, config);
                 warnings.extend(auto_warnings(name_of(container), &found));
-                actions.push((!found.targets.is_empty()).then_some(Action::Cleanup(found.targets)));
+                let found_targets = targets::identify_in(spec, container, &found.targets, config);
+                actions.push((!found_targets.is_empty()).then_some(Action::Cleanup(found_targets)));
             }
         }
         Cleanup::Paths(paths) => {
@@ -301,7 +303,12 @@ fn wanted_actions(
             actions.extend(
                 per_container
                     .into_iter()
-                    .map(|paths| (!paths.is_empty()).then_some(Action::Cleanup(paths))),
+                    .zip(containers)
+                    .map(|(paths, container)| {
+                        (!paths.is_empty()).then(|| {
+                            Action::Cleanup(targets::identify_in(spec, container, &paths, config))
+                        })
+                    }),
             );
         }
     }
@@ -371,7 +378,7 @@ fn plan_container(
                 }
             };
             return Plan::Sidecar {
-                paths: paths.clone(),
+                paths: super::hook::target_paths(paths),
                 restore: ours,
                 fallback,
             };

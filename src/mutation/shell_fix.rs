@@ -530,7 +530,11 @@ mod tests {
     #[test]
     fn hook_shell_table() {
         let config = Config::default();
-        let generated = Action::Cleanup(vec!["/data".to_owned()]);
+        let generated = Action::Cleanup(vec![prestop_clean::argv::Target {
+            path: "/data".to_owned(),
+            host: Some("/scratch/data".to_owned()),
+            whole_filesystem: false,
+        }]);
         let portable = Action::Custom("rm -rf /data/*".to_owned());
         // README's example: under busybox sh `declare` fails, W stays empty: `rm -rf /*`.
         let bash_only = Action::Custom("declare -r W=/x; rm -rf \"$W\"/*".to_owned());

@@ -27,7 +27,7 @@ const SHELL: &str = "/bin/sh";
 impl SidecarPlan {
     /// Our sidecar: exact mounts and env from [`SidecarPlan`], and a securityContext that
     /// meets Pod Security `restricted` as the served containers' numeric user.
-    fn container(&self, config: &Config, name: &str) -> Map<String, Value> {
+    fn container(&self, spec: &Value, config: &Config, name: &str) -> Map<String, Value> {
         let mut security = json!({
             "allowPrivilegeEscalation": false,
             "readOnlyRootFilesystem": true,
@@ -47,7 +47,7 @@ impl SidecarPlan {
         let (image, command) = match config.cleaner.mode {
             CleanerMode::Binary => (
                 config.cleaner.image.as_str(),
-                hook::program_sidecar_argv(&self.targets),
+                hook::program_sidecar_argv(&self.identified(spec, config)),
             ),
             CleanerMode::Shell => (
                 config.sidecar.shell_image(),
@@ -71,6 +71,15 @@ impl SidecarPlan {
         }
         container.insert("securityContext".into(), security);
         container
+    }
+}
+
+impl SidecarPlan {
+    /// The targets with the host identity the program checks at run time, read from the
+    /// sidecar's own copies of the mounts (and of the env their `subPathExpr`s use).
+    fn identified(&self, spec: &Value, config: &Config) -> Vec<hook::Target> {
+        let own = json!({"volumeMounts": self.mounts, "env": self.env});
+        targets::identify_in(spec, &own, &self.targets, config)
     }
 }
 
@@ -166,6 +175,7 @@ pub fn apply(
     };
     let Some(index) = position else {
         let name = free_name(spec);
+        let wanted = plan.container(spec, config, &name);
         let slot = spec
             .as_object_mut()?
             .entry("initContainers")
@@ -173,13 +183,15 @@ pub fn apply(
         if slot.is_null() {
             *slot = Value::Array(Vec::new());
         }
-        slot.as_array_mut()?
-            .push(Value::Object(plan.container(config, &name)));
+        slot.as_array_mut()?.push(Value::Object(wanted));
         return Some(name);
     };
+    let name = spec["initContainers"][index]
+        .get("name")
+        .and_then(Value::as_str)?
+        .to_owned();
+    let mut wanted = plan.container(spec, config, &name);
     let existing = spec["initContainers"][index].as_object_mut()?;
-    let name = existing.get("name").and_then(Value::as_str)?.to_owned();
-    let mut wanted = plan.container(config, &name);
     for key in OWNED_KEYS {
         let value = match *key {
             "env" => with_others(existing.get("env"), &plan.env, |e| e.get("name").cloned()),

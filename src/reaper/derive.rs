@@ -15,7 +15,7 @@
 
 use super::expand;
 use crate::config::Config;
-use crate::mutation::hook::{sidecar_targets, Action, Hook};
+use crate::mutation::hook::{sidecar_targets, target_paths, Action, Hook};
 use crate::mutation::settings::STATUS;
 use crate::mutation::targets::{
     check_target, container_mounts, mount_host_path_with, mount_of, pod_views_resolving, HostPath,
@@ -124,7 +124,7 @@ fn injected_targets(spec: &Value) -> Vec<(&Value, Vec<String>)> {
             ..
         }) = command.as_deref().and_then(Hook::from_argv)
         {
-            found.push((container, targets));
+            found.push((container, target_paths(&targets)));
         }
     }
     for container in list("initContainers") {

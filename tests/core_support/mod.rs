@@ -143,7 +143,7 @@ pub fn cleanup_targets(container: &Value) -> Vec<String> {
         Some(prestop_injector::mutation::hook::Hook {
             action: prestop_injector::mutation::hook::Action::Cleanup(targets),
             ..
-        }) => targets,
+        }) => prestop_injector::mutation::hook::target_paths(&targets),
         _ => Vec::new(),
     }
 }

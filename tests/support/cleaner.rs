@@ -129,3 +129,20 @@ pub fn map_argv(
         })
         .collect()
 }
+
+/// A command that runs `argv` as the kubelet would have set it up for a hostPath volume:
+/// in a private mount namespace (`unshare -m`, root) where `target` is a mount, a bind
+/// of itself, so `/proc/self/mountinfo` shows its own path as the mount's root. Pair it
+/// with [`map_argv`] mapping the rendered `--host` to `target` as well: the program's
+/// run-time identity check then sees what it would see in a pod.
+pub fn as_mounted(target: &Path, argv: &[String]) -> Command {
+    let script = "mount --make-rprivate /\n\
+                  if [ -d \"$0\" ]; then mount --bind \"$0\" \"$0\"; fi\n\
+                  exec \"$@\"";
+    let mut command = Command::new("unshare");
+    command
+        .args(["-m", "sh", "-ec", script])
+        .arg(target)
+        .args(argv);
+    command
+}

@@ -307,7 +307,7 @@ pub fn violations(spec: &Value, protected: &[String], sidecar: SidecarMounts) ->
         }) = Hook::from_argv(&argv)
         {
             let mounts = list(&c["volumeMounts"]);
-            for t in targets {
+            for t in prestop_injector::mutation::hook::target_paths(&targets) {
                 if let Err(why) = check(spec, &mounts, &t, protected) {
                     found.push(format!("container {}: {why}", c["name"]));
                 }

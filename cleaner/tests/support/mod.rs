@@ -173,13 +173,27 @@ pub fn command(user: User, args: &[&std::ffi::OsStr]) -> Command {
     command
 }
 
-/// `prestop-clean hook --target T…` as `user`.
+/// The identity options of a target that lies, under its own path, on a filesystem
+/// mounted whole (the test machine's `/` or `/dev/shm`, no mount namespace): `--host`
+/// its own path and `--whole-filesystem`. Tests of the identity check itself set up
+/// real bind mounts instead (tests/identity.rs).
+pub fn on_whole_filesystem(target: &Path) -> [OsString; 3] {
+    [
+        "--host".into(),
+        target.as_os_str().to_owned(),
+        "--whole-filesystem".into(),
+    ]
+}
+
+/// `prestop-clean hook --target T --host T --whole-filesystem…` as `user`.
 pub fn clean(user: User, targets: &[&Path]) -> Output {
-    let mut args: Vec<&std::ffi::OsStr> = vec!["hook".as_ref()];
+    let mut args: Vec<OsString> = vec!["hook".into()];
     for target in targets {
-        args.push("--target".as_ref());
-        args.push(target.as_os_str());
+        args.push("--target".into());
+        args.push(target.as_os_str().to_owned());
+        args.extend(on_whole_filesystem(target));
     }
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(OsString::as_os_str).collect();
     command(user, &args).output().expect("run prestop-clean")
 }
 

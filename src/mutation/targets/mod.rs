@@ -14,6 +14,7 @@
 //! container, and the sidecar applies it to its own merged mount list.
 
 mod host;
+mod identity;
 pub(crate) mod messages;
 mod mounts;
 mod protection;
@@ -22,6 +23,7 @@ pub use host::{
     mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume, HostPath, Open,
     View,
 };
+pub use identity::{identify, identify_all, identify_in};
 pub use mounts::{
     container_mounts, is_at_or_below, kubelet_mount_path, mount_of, mounts, normalize, on_one_line,
     BadMount, Mount, SubPath,
