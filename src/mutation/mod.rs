@@ -33,6 +33,7 @@ mod gates;
 mod grace;
 pub mod hook;
 pub mod image;
+mod init_diff;
 mod orphan;
 mod pod;
 pub mod portable;
