@@ -130,8 +130,10 @@ fn class_5_a_pod_of_an_unrecorded_template_is_left_alone_on_auto() {
         annotated["metadata"]["annotations"] = json!({"prestop-injector.io/cleanup": "auto"});
         assert_untouched(&annotated, owner.1);
     }
-    // A bare Pod is its own workload and is decided as before.
-    let bare = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": template["spec"]});
+    // A bare Pod is its own workload and is decided as before (annotated: its fixed
+    // hostPath is not private, issue 17 class 7).
+    let bare = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+        "annotations": {"prestop-injector.io/cleanup": "auto"}}, "spec": template["spec"]});
     let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), bare);
     assert_eq!(hook_targets(&outcome.patched["spec"]), ["/scratch"]);
 }
@@ -303,7 +305,8 @@ fn class_5_a_record_alone_puts_a_workload_in_scope_so_it_is_never_left_as_writte
 fn class_5_warnings_given_for_the_workload_are_not_repeated_for_each_pod() {
     // The Job's container runs as root: the sidecar falls back to an exec hook, with a
     // warning for the Job; its pods get neither a patch nor the warning again.
-    let mut object = scratch_job(json!({"prestop-injector.io/mode": "sidecar"}));
+    let mut object = scratch_job(json!({"prestop-injector.io/mode": "sidecar",
+        "prestop-injector.io/cleanup": "auto"}));
     object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 0});
     let job = mutate_with(Endpoint::MutateAuto, &Config::default(), object);
     assert!(

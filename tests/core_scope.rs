@@ -10,7 +10,13 @@ use serde_json::{json, Value};
 
 #[test]
 fn unannotated_objects_are_left_alone_on_mutate_and_injected_on_auto() {
-    let plain = scratch_job(json!({}));
+    // Its directory is the pod's own (issue 17 class 7: `auto` without the annotation
+    // cleans only those).
+    let mut plain = scratch_job(json!({}));
+    let worker = &mut plain["spec"]["template"]["spec"]["containers"][0];
+    worker["env"] =
+        json!([{"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]);
+    worker["volumeMounts"][0]["subPathExpr"] = json!("$(UID)");
     assert_eq!(mutate(plain.clone()).decision.patch, None);
     let auto = mutate_with(Endpoint::MutateAuto, &Config::default(), plain);
     assert_eq!(
@@ -97,7 +103,10 @@ fn other_operations_kinds_and_subresources_are_never_patched() {
 fn every_kind_uses_its_template_path() {
     let template = json!({
         "metadata": {"annotations": {"prestop-injector.io/cleanup": "auto"}},
-        "spec": {"containers": [scratch_container()], "volumes": [host_path_volume("scratch", "/mnt/scratch")]}
+        "spec": {"containers": [scratch_container()], "volumes": [host_path_volume("scratch", "/mnt/scratch")],
+            // The exec hook only where the kubelet never restarts the container in its pod
+            // (issue 17 class 3).
+            "restartPolicy": "Never"}
     });
     let cases: Vec<(Operation, Value, &str)> = vec![
         (

@@ -1,6 +1,7 @@
 //! Issue 9, class 6: shared host directories (SPEC §3). On `/mutate/auto` without a
-//! cleanup annotation only objects whose pods are the sole users of their host
-//! directories are cleaned; an explicit annotation proceeds with a warning naming the fix.
+//! cleanup annotation only provably private directories are cleaned (issue 17 class 7,
+//! see also core_private_dirs.rs); an explicit annotation proceeds with a warning naming
+//! the fix when the object's own pods may share the directory.
 
 mod core_support;
 
@@ -34,66 +35,95 @@ fn template_of(object: &Value) -> &Value {
         .expect("a template")
 }
 
+/// Cleaned by the exec hook, or (where the kubelet restarts the container in its pod,
+/// issue 17 class 3) by the cleanup sidecar.
 fn cleaned(object: &Value) -> bool {
-    !pre_stop_argv(&template_of(object)["spec"]["containers"][0]).is_empty()
+    let spec = &template_of(object)["spec"];
+    let sidecar = spec["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            serde_json::from_value::<Vec<String>>(c["command"].clone())
+                .ok()
+                .and_then(|argv| prestop_injector::mutation::hook::sidecar_targets(&argv))
+                .is_some()
+        });
+    sidecar || !pre_stop_argv(&spec["containers"][0]).is_empty()
 }
 
 fn auto(object: Value) -> Outcome {
     mutate_with(Endpoint::MutateAuto, &Config::default(), object)
 }
 
+/// Issue 17 class 7 replaced the rule "sole users by kind": an implicit `auto` cleans
+/// only provably private directories, whatever the kind — a fixed hostPath is shared
+/// with whatever else mounts it (a DaemonSet's cache, the next CronJob run), so even a
+/// bare Pod or a parallelism-1 Job no longer empties it without the annotation.
 #[test]
-fn class_6_implicit_auto_cleans_only_sole_users() {
+fn class_6_implicit_auto_cleans_only_private_directories() {
     let cases = [
-        ("Job", json!({}), true),
-        ("Job", json!({"parallelism": 1}), true),
-        ("Job", json!({"parallelism": 4}), false),
-        ("CronJob", json!({"schedule": "@daily"}), true),
-        (
-            "CronJob",
-            json!({"schedule": "@daily", "jobTemplate": {"spec": {"parallelism": 2}}}),
-            false,
-        ),
-        ("Deployment", json!({}), false),
+        ("Job", json!({})),
+        ("Job", json!({"parallelism": 4})),
+        ("CronJob", json!({"schedule": "@daily"})),
         (
             "Deployment",
             json!({"replicas": 1, "strategy": {"type": "Recreate"}}),
-            false,
         ),
-        ("ReplicaSet", json!({"replicas": 1}), false),
-        ("StatefulSet", json!({"replicas": 1}), false),
-        ("DaemonSet", json!({}), false),
+        ("ReplicaSet", json!({"replicas": 1})),
+        ("StatefulSet", json!({"replicas": 1})),
+        ("DaemonSet", json!({})),
     ];
-    for (kind, spec, sole) in cases {
+    for (kind, spec) in cases {
         let outcome = auto(workload(kind, json!({}), spec.clone()));
-        assert_eq!(cleaned(&outcome.patched), sole, "{kind} {spec}");
-        let skipped: Vec<_> = outcome
+        assert!(!cleaned(&outcome.patched), "{kind} {spec}");
+        let fix: Vec<_> = outcome
             .decision
             .warnings
             .iter()
-            .filter(|w| w.starts_with("auto cleanup skipped"))
+            .filter(|w| w.contains("use subPathExpr $(POD_UID) or annotate cleanup"))
             .collect();
         assert_eq!(
-            skipped.len(),
-            usize::from(!sole),
-            "{kind} {spec}: {skipped:?}"
+            fix.len(),
+            1,
+            "{kind} {spec}: {:?}",
+            outcome.decision.warnings
         );
-        assert!(skipped.iter().all(|w| w.chars().count() <= 120));
-        if !sole {
-            assert_eq!(
-                outcome.decision.patch, None,
-                "{kind}: nothing else to change"
-            );
-        }
+        assert!(fix.iter().all(|w| w.chars().count() <= 120));
+        assert_eq!(
+            outcome.decision.patch, None,
+            "{kind}: nothing else to change"
+        );
+
+        // A directory named by the pod's UID is its own: cleaned, by the exec hook where
+        // the kubelet never restarts the container in its pod, else by the sidecar.
+        let mut private = workload(kind, json!({}), spec.clone());
+        let container = template_of(&private)["spec"]["containers"][0].clone();
+        let mut container = container;
+        container["env"] =
+            json!([{"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]);
+        container["volumeMounts"][0]["subPathExpr"] = json!("$(UID)");
+        let pointer = if kind == "CronJob" {
+            "/spec/jobTemplate/spec/template/spec/containers/0"
+        } else {
+            "/spec/template/spec/containers/0"
+        };
+        *private.pointer_mut(pointer).unwrap() = container;
+        let outcome = auto(private);
+        assert!(
+            cleaned(&outcome.patched),
+            "{kind} {spec}: {:?}",
+            outcome.decision.warnings
+        );
     }
     let bare = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
         "spec": template_of(&workload("Job", json!({}), json!({})))["spec"]});
     let outcome = auto(bare);
-    assert!(!pre_stop_argv(&outcome.patched["spec"]["containers"][0]).is_empty());
+    assert!(pre_stop_argv(&outcome.patched["spec"]["containers"][0]).is_empty());
 }
 
 #[test]
-fn class_6_one_warning_however_many_containers_would_have_been_cleaned() {
+fn class_6_one_warning_per_shared_target() {
     let mut object = workload("Deployment", json!({}), json!({"replicas": 3}));
     let containers = object["spec"]["template"]["spec"]["containers"]
         .as_array_mut()
@@ -102,8 +132,10 @@ fn class_6_one_warning_however_many_containers_would_have_been_cleaned() {
     second["name"] = json!("second");
     containers.push(second);
     let outcome = auto(object);
-    assert_eq!(outcome.decision.warnings.len(), 1, "{}", outcome.warnings());
-    assert!(outcome.warnings().contains("a Deployment with 3 replicas"));
+    assert_eq!(outcome.decision.warnings.len(), 2, "{}", outcome.warnings());
+    assert!(outcome
+        .warnings()
+        .contains("container \"second\": /scratch not cleaned"));
 }
 
 #[test]
@@ -196,5 +228,5 @@ fn class_6_the_pod_pass_reproduces_the_skip() {
     assert!(pre_stop_argv(&outcome.patched["spec"]["containers"][0]).is_empty());
     assert!(outcome
         .warnings()
-        .contains("pods of a CloneSet controller may share"));
+        .contains("its host directory may be shared; use subPathExpr $(POD_UID)"));
 }

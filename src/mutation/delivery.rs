@@ -13,12 +13,11 @@
 //!   the mounts, so a second pass yields no patch and "nothing to clean" takes all of it
 //!   back out.
 //! - [`diff`] is `json_patch::diff` with one correction: inserting or removing the
-//!   installer in front of the user's init containers is one `add`/`remove` at its index,
-//!   not a rewrite of every init container after it.
+//!   installer (or the sidecar) among the user's init containers is one `add`/`remove`
+//!   at its index, not a rewrite of every init container after it (`init_diff`).
 
 use super::hook::{IMAGE_PROGRAM, PROGRAM_DIR};
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, RemoveOperation};
+use json_patch::PatchOperation;
 use prestop_clean::argv::INSTALL;
 use serde_json::{json, Map, Value};
 
@@ -36,7 +35,7 @@ pub fn installer_argv() -> [&'static str; 3] {
     [IMAGE_PROGRAM, INSTALL, PROGRAM_DIR]
 }
 
-fn is_installer(container: &Value) -> bool {
+pub(super) fn is_installer(container: &Value) -> bool {
     container
         .get("command")
         .and_then(Value::as_array)
@@ -284,59 +283,10 @@ fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
     }
 }
 
-/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`).
+/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`),
+/// with our init containers added and removed by index (see `init_diff`).
 pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
-    let position = |template: &Value| {
-        template
-            .pointer("/spec/initContainers")
-            .and_then(Value::as_array)
-            .and_then(|list| list.iter().position(is_installer))
-    };
-    let before = original
-        .pointer("/spec/initContainers")
-        .and_then(Value::as_array);
-    let after = mutated
-        .pointer("/spec/initContainers")
-        .and_then(Value::as_array);
-    let (Some(before), Some(after)) = (before, after) else {
-        // The whole list appears or goes: one operation either way.
-        return json_patch::diff(original, mutated).0;
-    };
-    let mut shifted = original.clone();
-    let first = match (position(original), position(mutated)) {
-        (None, Some(index)) if index <= before.len() && !before.is_empty() => {
-            let installer = after[index].clone();
-            if let Some(list) = shifted
-                .pointer_mut("/spec/initContainers")
-                .and_then(Value::as_array_mut)
-            {
-                list.insert(index, installer.clone());
-            }
-            PatchOperation::Add(AddOperation {
-                path: init_container_path(index),
-                value: installer,
-            })
-        }
-        (Some(index), None) => {
-            if let Some(list) = shifted
-                .pointer_mut("/spec/initContainers")
-                .and_then(Value::as_array_mut)
-            {
-                list.remove(index);
-            }
-            PatchOperation::Remove(RemoveOperation {
-                path: init_container_path(index),
-            })
-        }
-        _ => return json_patch::diff(original, mutated).0,
-    };
-    let mut operations = vec![first];
-    operations.extend(json_patch::diff(&shifted, mutated).0);
-    operations
-}
-
-fn init_container_path(index: usize) -> PointerBuf {
-    PointerBuf::from_tokens(["spec", "initContainers", &index.to_string()])
+    super::init_diff::diff(original, mutated)
 }
 
 #[cfg(test)]

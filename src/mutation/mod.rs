@@ -12,8 +12,9 @@
 //! - What a controller creates from a template (Pods, a Deployment's ReplicaSets, a
 //!   CronJob's Jobs) is decided from the settings recorded on that template, never
 //!   re-decided from what it carries; unrecorded, it is left alone (see `record`).
-//! - On `/mutate/auto` without a cleanup annotation, only objects whose pods are the sole
-//!   users of their host directories are cleaned (see `sharing`).
+//! - On `/mutate/auto` without a cleanup annotation, only provably private, per-pod
+//!   directories are cleaned (see `sharing`); an exec-hook cleanup goes only where the
+//!   kubelet cannot start the container again in its pod (see `restarts`).
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
 //!   value and the accepted forms.
 
@@ -33,10 +34,12 @@ mod gates;
 mod grace;
 pub mod hook;
 pub mod image;
+mod init_diff;
 mod orphan;
 mod pod;
 pub mod portable;
 mod record;
+mod restarts;
 pub mod script;
 pub mod settings;
 mod sharing;
@@ -187,9 +190,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             ) {
                 return refuse(BadAnnotation::new(settings::MODE, "sidecar", sentence));
             }
-            let spec = template.and_then(|t| t.get("spec"));
-            let shared_by = sharing::shared_by(kind, object);
-            sharing::apply(&mut settings, shared_by, spec, config, &mut warnings);
+            sharing::apply(&mut settings, sharing::shared_by(kind, object));
             (settings, kind != "Pod")
         }
     };

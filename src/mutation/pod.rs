@@ -10,7 +10,7 @@ use super::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
 use super::targets::messages::{auto_warnings, explicit_refusal};
 use super::targets::{self, PathRefusal};
-use super::{grace, image, sharing, shell_fix, stale_paths};
+use super::{grace, image, restarts, sharing, shell_fix, stale_paths};
 use crate::config::{CleanerMode, Config, Mode};
 use serde_json::{json, Map, Value};
 
@@ -240,7 +240,9 @@ fn plan(
     Ok(containers
         .iter()
         .zip(actions)
-        .map(|(container, action)| plan_container(container, action, settings, config, warnings))
+        .map(|(container, action)| {
+            plan_container(spec, container, action, settings, config, warnings)
+        })
         .collect())
 }
 
@@ -268,8 +270,11 @@ fn wanted_actions(
                     actions.push(None);
                     continue;
                 }
-                let found = targets::auto_targets(spec, container, config);
+                let mut found = targets::auto_targets(spec, container, config);
                 warnings.extend(auto_warnings(name_of(container), &found));
+                if !settings.cleanup_requested {
+                    sharing::keep_private(container, &mut found.targets, warnings);
+                }
                 let found_targets = targets::identify_in(spec, container, &found.targets, config);
                 actions.push((!found_targets.is_empty()).then_some(Action::Cleanup(found_targets)));
             }
@@ -316,6 +321,7 @@ fn wanted_actions(
 }
 
 fn plan_container(
+    spec: &Value,
     container: &Value,
     action: Option<Action>,
     settings: &Settings,
@@ -347,6 +353,14 @@ fn plan_container(
         }
         _ => None,
     };
+    // SPEC §4: no exec-hook cleanup where the kubelet may start the container again in
+    // this pod; the sidecar cleans only when the pod ends — unless restart rules restart
+    // the whole pod in place, the sidecar included.
+    let cleans = matches!(action, Action::Cleanup(_));
+    let exec_impossible = exec_impossible.or_else(|| {
+        let why = restarts::restarts_in_pod(spec, container).filter(|_| cleans)?;
+        Some(format!("{why} restarts it in its pod"))
+    });
     let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
     let exec_hook = |action: Action, warnings: &mut Vec<String>| {
         let shell = if !needs_shell {
@@ -366,7 +380,10 @@ fn plan_container(
             action,
         }
     };
-    let unavailable = gates::sidecar_unavailable(config);
+    let unavailable = match restarts::in_place_restarts(spec).filter(|_| cleans) {
+        Some(_) => Some("the sidecar restarts too".to_owned()),
+        None => gates::sidecar_unavailable(config),
+    };
     match (&action, wants_sidecar, unavailable.is_none()) {
         (Action::Cleanup(paths), true, true) => {
             // Built now (its shell-fix warning kept aside) in case the sidecar refuses.

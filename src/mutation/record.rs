@@ -27,6 +27,12 @@ use serde_json::{json, Map, Value};
 
 const VERSION: u64 = 1;
 
+/// A record-only key: the workload's `cleanup: auto` was written, not the endpoint's
+/// default. Without it a recorded `auto` is the implicit one, which cleans only private
+/// directories (`sharing::keep_private`) — so a record written before the key existed,
+/// or one that drops it, cleans less, never more.
+const EXPLICIT: &str = "explicit";
+
 /// What a derived object's record says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recorded {
@@ -81,7 +87,12 @@ pub fn render(settings: &Settings) -> String {
         // The endpoint's default is resolved here: a derived object must not apply its own.
         Cleanup::Nothing => {}
         Cleanup::Off => put(CLEANUP, "off".into()),
-        Cleanup::Auto => put(CLEANUP, "auto".into()),
+        Cleanup::Auto => {
+            put(CLEANUP, "auto".into());
+            if settings.cleanup_requested {
+                put(EXPLICIT, "true".into());
+            }
+        }
         Cleanup::Paths(paths) => put(CLEANUP, paths.join(",")),
     }
     if let Some(command) = &settings.command {
@@ -132,8 +143,20 @@ pub fn read(
             return Ok(Some(Recorded::UnknownVersion(version)));
         }
     }
+    let explicit = match record.get(EXPLICIT) {
+        None => false,
+        Some(value) if value == "true" => true,
+        Some(other) => {
+            return Err(bad(format!(
+                "{EXPLICIT}={other} is not \"true\"; {written_by_us}"
+            )))
+        }
+    };
     let mut keys = Map::new();
-    for (key, value) in record.iter().filter(|(key, _)| *key != "version") {
+    for (key, value) in record
+        .iter()
+        .filter(|(key, _)| !["version", EXPLICIT].contains(&key.as_str()))
+    {
         let full = format!("{PREFIX}{key}");
         if key.contains('/') || [SETTINGS, super::settings::STATUS].contains(&full.as_str()) {
             return Err(bad(format!("unknown setting {key:?}; {written_by_us}")));
@@ -156,9 +179,12 @@ pub fn read(
     if annotations.opted_out().map_err(inner)? {
         return Ok(Some(Recorded::OptedOut));
     }
-    let settings = annotations
+    let mut settings = annotations
         .settings(super::Endpoint::Mutate, config)
         .map_err(inner)?;
+    if settings.cleanup == Cleanup::Auto {
+        settings.cleanup_requested = explicit;
+    }
     Ok(Some(Recorded::Settings(settings)))
 }
 
@@ -227,6 +253,10 @@ mod tests {
             (r#"{"version":1,"other.io/x":"1"}"#, "unknown setting"),
             (r#"{"version":1,"ttl":"1"}"#, "unknown annotation"),
             (r#"{"version":1,"hook-seconds":7}"#, "must be strings"),
+            (
+                r#"{"version":1,"cleanup":"auto","explicit":"yes"}"#,
+                "explicit",
+            ),
         ] {
             let bad = read_text(text).expect_err(text);
             assert_eq!(bad.key, SETTINGS);

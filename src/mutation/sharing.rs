@@ -1,19 +1,20 @@
-//! SPEC §3 "Shared host directories": `auto` assumes one pod per host directory.
+//! SPEC §3 "Shared host directories": a host directory another pod may also use.
 //!
 //! A Job with `parallelism: 4`, a Deployment's replicas (and its rolling updates on one
-//! node), a StatefulSet's state, a DaemonSet's state directory: the first pod to stop
-//! would empty what the others still use. So on `/mutate/auto` without a `cleanup`
-//! annotation only objects whose pods are the sole users are cleaned; an explicit
-//! annotation proceeds, with a warning per target that has no per-pod directory.
+//! node), a StatefulSet's state, a DaemonSet's cache that a namespace-opted-in Job also
+//! mounts, the next run of a CronJob (`concurrencyPolicy: Allow`), a bare Pod's fixed
+//! hostPath: the first pod to stop would empty what the others still use, and most of
+//! them are invisible from one object. So on `/mutate/auto` without a `cleanup`
+//! annotation only provably private, per-pod directories are cleaned ([`keep_private`]);
+//! an explicit annotation proceeds, with a warning per target of an object whose own pods
+//! may share it and that has no per-pod directory ([`warn_shared`]).
 //!
 //! Known limit: a Job's `parallelism` may be raised after it was created, and Job
 //! UPDATEs are not reviewed (SPEC §1); its pods keep the decision recorded at creation.
 
-use super::pod::app_containers;
 use super::record::controller_of;
 use super::settings::{Cleanup, Settings};
 use super::targets;
-use crate::config::Config;
 use serde_json::Value;
 
 /// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
@@ -50,42 +51,47 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
     }
 }
 
-/// Applies the rule to `settings` before the template is mutated: an implicit `auto` of
-/// an object whose pods may share becomes nothing (one warning when it would have
-/// cleaned something); an explicit cleanup keeps going and remembers why it may share.
-pub fn apply(
-    settings: &mut Settings,
-    shared_by: Option<String>,
-    spec: Option<&Value>,
-    config: &Config,
-    warnings: &mut Vec<String>,
-) {
-    let Some(why) = shared_by else {
-        return;
-    };
+/// Remembers, for an explicit cleanup, why the object's pods may share a host directory:
+/// each of its targets without a per-pod directory then warns ([`warn_shared`]). An
+/// implicit `auto` needs no such note: it keeps only private directories ([`keep_private`]).
+pub fn apply(settings: &mut Settings, shared_by: Option<String>) {
     let implicit_auto = settings.cleanup == Cleanup::Auto && !settings.cleanup_requested;
     if !implicit_auto {
-        settings.shared_by = Some(why);
-        return;
+        settings.shared_by = shared_by;
     }
-    let selected = |container: &Value| {
-        let name = container.get("name").and_then(Value::as_str);
-        settings
-            .containers
-            .as_ref()
-            .is_none_or(|names| names.iter().any(|n| Some(n.as_str()) == name))
-    };
-    let would_clean = spec.is_some_and(|spec| {
-        app_containers(spec)
-            .iter()
-            .any(|c| selected(c) && !targets::auto_targets(spec, c, config).targets.is_empty())
+}
+
+/// SPEC §3: an implicit `auto` (no `cleanup` annotation on `/mutate/auto`) cleans only
+/// provably private directories ([`is_private`]); every other target is dropped with one
+/// warning naming the fix. Whoever else mounts that host directory — a DaemonSet's cache,
+/// the next run of a CronJob (`concurrencyPolicy: Allow`), a bare Pod's fixed hostPath —
+/// is invisible from here.
+pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut Vec<String>) {
+    let name = container
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mounts = targets::mounts(container);
+    targets.retain(|path| {
+        let private =
+            targets::mount_of(&mounts, path).is_some_and(|m| is_private(container, m.raw));
+        if !private {
+            warnings.push(format!(
+                "container {name:?}: {path} not cleaned: its host directory may be shared; \
+                 use subPathExpr $(POD_UID) or annotate cleanup"
+            ));
+        }
+        private
     });
-    settings.cleanup = Cleanup::Nothing;
-    if would_clean {
-        warnings.push(format!(
-            "auto cleanup skipped: pods of {why} may share host directories; annotate cleanup to opt in"
-        ));
-    }
+}
+
+/// Whether a volumeMount's directory provably belongs to this pod alone, for its whole
+/// life and no longer: its `subPathExpr` references an env var of the container defined
+/// from `metadata.uid`. A pod's *name* does not prove it: a StatefulSet brings `web-0`
+/// back under the same name and expects its directory, and two namespaces may each run a
+/// pod `worker` on one node.
+pub fn is_private(container: &Value, mount: &Value) -> bool {
+    references_field(container, mount, &["metadata.uid"])
 }
 
 /// One warning per explicit target whose directory the object's pods may share, unless
@@ -110,12 +116,18 @@ pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mu
 /// Whether a volumeMount's `subPathExpr` names a directory of its own for each pod: it
 /// references an env var defined from `metadata.name` or `metadata.uid`.
 pub fn is_per_pod(container: &Value, mount: &Value) -> bool {
+    references_field(container, mount, &["metadata.name", "metadata.uid"])
+}
+
+/// Whether the mount's `subPathExpr` references an env var of the container defined by a
+/// `fieldRef` to one of `fields`, as the kubelet resolves it: `env` entries in order, the
+/// last definition of a name winning (`envFrom` never defines a fieldRef).
+fn references_field(container: &Value, mount: &Value, fields: &[&str]) -> bool {
     let Some(expression) = mount.get("subPathExpr").and_then(Value::as_str) else {
         return false;
     };
     let env = container.get("env").and_then(Value::as_array);
     super::env_refs::references(expression).iter().any(|name| {
-        // The last definition of a name is the one the kubelet uses.
         env.and_then(|list| {
             list.iter()
                 .rev()
@@ -123,7 +135,7 @@ pub fn is_per_pod(container: &Value, mount: &Value) -> bool {
         })
         .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
         .and_then(Value::as_str)
-        .is_some_and(|field| matches!(field, "metadata.name" | "metadata.uid"))
+        .is_some_and(|field| fields.contains(&field))
     })
 }
 

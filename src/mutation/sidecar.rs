@@ -96,7 +96,7 @@ const OWNED_KEYS: &[&str] = &[
 ];
 
 /// Whether an init container is the sidecar we generated (by its command, not its name).
-fn is_ours(container: &Value) -> bool {
+pub(super) fn is_ours(container: &Value) -> bool {
     container
         .get("command")
         .and_then(Value::as_array)
@@ -183,9 +183,11 @@ pub fn apply(
         if slot.is_null() {
             *slot = Value::Array(Vec::new());
         }
-        slot.as_array_mut()?.push(Value::Object(wanted));
+        let list = slot.as_array_mut()?;
+        list.insert(place(list), Value::Object(wanted));
         return Some(name);
     };
+    let index = keep_in_place(spec, index)?;
     let name = spec["initContainers"][index]
         .get("name")
         .and_then(Value::as_str)?
@@ -218,6 +220,28 @@ pub fn apply(
         return None;
     }
     Some(name)
+}
+
+/// SPEC §7: where our sidecar goes in `list` (without it): before the first user native
+/// sidecar, else last. Native sidecars stop in reverse order, so ours stops after every
+/// one that may still write or ship the directory; it needs nothing from them, and the
+/// installer (first, see `delivery`) is an ordinary init container.
+fn place(list: &[Value]) -> usize {
+    list.iter()
+        .position(|c| {
+            !is_ours(c) && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+        })
+        .unwrap_or(list.len())
+}
+
+/// Moves our sidecar at `index` to its [`place`] when a user sidecar came before it (say
+/// an UPDATE added one); returns where it now is.
+fn keep_in_place(spec: &mut Value, index: usize) -> Option<usize> {
+    let list = spec.get_mut("initContainers")?.as_array_mut()?;
+    let ours = list.remove(index);
+    let wanted = place(list);
+    list.insert(wanted, ours);
+    Some(wanted)
 }
 
 fn remove(spec: &mut Value, index: usize) {

@@ -30,7 +30,7 @@ pub(crate) fn explicit_refusal(
         PathRefusal::Protected { .. } | PathRefusal::NotAllowed { .. } => {
             "give paths on host directories that are scratch space, not system or protected data"
         }
-        PathRefusal::HostOverlap { .. } => {
+        PathRefusal::HostOverlap { .. } | PathRefusal::HiddenVolume { .. } => {
             "give paths whose host directory holds no other volume of the pod"
         }
     };

@@ -57,6 +57,9 @@ pub enum PathRefusal {
     Protected { host_path: String, entry: String },
     /// `allowedHostPathPrefixes` is set and the host path is under none of them.
     NotAllowed { host_path: String },
+    /// `auto` only: the pod has a volume whose host directory the webhook cannot see (a
+    /// PVC, ephemeral, CSI or flex volume); it may lie inside this hostPath target.
+    HiddenVolume { volume: String, source: String },
     /// Another hostPath view of the pod is at or below the host path.
     HostOverlap {
         host_path: String,
@@ -103,6 +106,9 @@ impl PathRefusal {
             }
             PathRefusal::NotAllowed { host_path } => {
                 format!("is host path {host_path}, outside allowedHostPathPrefixes")
+            }
+            PathRefusal::HiddenVolume { volume, source } => {
+                format!("may hold volume {volume:?} ({source}); name it in cleanup to clean it")
             }
             PathRefusal::HostOverlap {
                 host_path,
@@ -195,8 +201,26 @@ pub struct AutoTargets {
     pub unreadable: Option<BadMount>,
 }
 
+/// Volume sources whose directory on the node the webhook cannot know: a local, hostPath
+/// or local-path PersistentVolume (through a claim, or an ephemeral one) and a CSI or flex
+/// driver may each put it inside a hostPath target.
+const HIDDEN_SOURCES: &[&str] = &["persistentVolumeClaim", "ephemeral", "csi", "flexVolume"];
+
+/// The first volume of the pod with a [`HIDDEN_SOURCES`] source: (name, source).
+fn hidden_volume(spec: &Value) -> Option<(String, String)> {
+    let volumes = spec.get("volumes").and_then(Value::as_array)?;
+    volumes.iter().find_map(|v| {
+        let source = HIDDEN_SOURCES.iter().find(|s| v.get(**s).is_some())?;
+        let name = v.get("name").and_then(Value::as_str).unwrap_or_default();
+        Some((name.to_owned(), (*source).to_owned()))
+    })
+}
+
 /// `auto`: the container's writable mounts of hostPath directory volumes that pass
-/// [`check_target`].
+/// [`check_target`] — none at all in a pod with a volume whose host directory cannot be
+/// seen (issue 17 class 6, fail closed): any of them may lie inside any hostPath target,
+/// mounted by another container whose mounts the cleaning container's run-time checks
+/// never see. Explicit paths are the user's word and still pass.
 pub fn auto_targets(spec: &Value, container: &Value, config: &Config) -> AutoTargets {
     let mut found = AutoTargets::default();
     let mounts = match container_mounts(container) {
@@ -222,7 +246,13 @@ pub fn auto_targets(spec: &Value, container: &Value, config: &Config) -> AutoTar
         {
             continue;
         }
-        match check_target(spec, &mounts, &mount.path, config) {
+        let checked = check_target(spec, &mounts, &mount.path, config).and_then(|host| {
+            match hidden_volume(spec) {
+                Some((volume, source)) => Err(PathRefusal::HiddenVolume { volume, source }),
+                None => Ok(host),
+            }
+        });
+        match checked {
             Ok(_) => found.targets.push(mount.path.clone()),
             Err(refusal) => found.skipped.push((mount.path.clone(), refusal)),
         }
