@@ -43,8 +43,10 @@ log "kube-apiserver $SERVER_VERSION ready on 127.0.0.1:$API_PORT after $(($(date
 # --- the webhook -----------------------------------------------------------------------
 CONFIG_WARN="$WORK/config-warn.yaml"
 CONFIG_DENY="$WORK/config-deny.yaml"
-echo "orphanDelete: warn" >"$CONFIG_WARN"
-echo "orphanDelete: deny" >"$CONFIG_DENY"
+# The scratch prefixes of the seed Job and of job() below: nothing outside them is cleaned.
+PREFIXES="allowedHostPathPrefixes: [/test-package, /mnt/scratch]"
+printf 'orphanDelete: warn\n%s\n' "$PREFIXES" >"$CONFIG_WARN"
+printf 'orphanDelete: deny\n%s\n' "$PREFIXES" >"$CONFIG_DENY"
 
 metric() { # name (with labels, as printed) -> value, 0 when absent
   curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" |
@@ -66,6 +68,12 @@ source "$ROOT/e2e/lib/assert.sh"
 # A preStop exec on the first container whose argv holds the target path.
 PRESTOP_CLEANS='(.lifecycle.preStop.exec.command // []) | index(["/test-package"]) != null'
 TEMPLATE='.spec.template'
+
+# A Job whose pods each get their own directory below /mnt/scratch/NAME (subPathExpr with
+# the pod's name): the only kind of directory `auto` cleans without an annotation.
+private_job() { # name annotations-yaml-lines
+  job "$1" "$2" | sed -e 's|^        volumeMounts: \[{name: scratch, mountPath: /test-package}\]$|        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n        volumeMounts: [{name: scratch, mountPath: /test-package, subPathExpr: "$(POD_NAME)"}]|'
+}
 
 job() { # name annotations-yaml-lines hostPath
   cat <<EOF

@@ -147,11 +147,19 @@ namespace_opt_in() {
   k label namespace e2e-opted-in prestop-injector.io/inject=enabled >/dev/null
   k create namespace e2e-plain >/dev/null
   local plain
-  plain=$(job unannotated '')
+  plain=$(private_job unannotated '')
   kc -n e2e-opted-in create -f - <<<"$plain"
   expect "opted-in: create succeeds" test "$STATUS" -eq 0
   kc -n e2e-opted-in get job unannotated -o json
-  expect "opted-in: an unannotated Job gets the hook" jqt "$OUT" "$TEMPLATE.spec.containers[0] | $PRESTOP_CLEANS"
+  expect "opted-in: an unannotated Job with a per-pod directory gets the hook" \
+    jqt "$OUT" "$TEMPLATE.spec.containers[0] | $PRESTOP_CLEANS"
+  # A fixed host directory may be another workload's too (a DaemonSet's cache, the next
+  # run of a CronJob): without the annotation it is not cleaned, and the user is told.
+  kc -n e2e-opted-in create -f - <<<"$(job shared-dir '')"
+  expect "opted-in: a Job with a fixed host directory is created" test "$STATUS" -eq 0
+  expect "with a warning naming the per-pod fix" has "$ERR" 'subPathExpr'
+  kc -n e2e-opted-in get job shared-dir -o json
+  expect "and no cleanup hook" jqt "$OUT" "($TEMPLATE.spec.containers[0] | $PRESTOP_CLEANS) | not"
   kc -n e2e-plain create -f - <<<"$plain"
   kc -n e2e-plain get job unannotated -o json
   expect "unlabelled namespace: untouched" jqt "$OUT" "$TEMPLATE.metadata.annotations == null and $TEMPLATE.spec.containers[0].lifecycle == null"

@@ -91,6 +91,9 @@ cluster_start "$NS"
 CONFIG="$WORK/config.yaml"
 {
   echo "orphanDelete: warn"
+  # The node's scratch prefixes: nothing outside them is ever cleaned. $HOST/protected and
+  # the canaries the scenarios plant beside their directories are not among them.
+  echo "allowedHostPathPrefixes: [$HOST/seed, $HOST/sleep70, $HOST/finished, $HOST/cleaner/package, $HOST/no-shell, $HOST/reaped, $HOST/allowed]"
   [[ -n "$CLEANER_BIN" ]] && echo "cleaner: {image: localhost/prestop-e2e/cleaner:dev}"
 } >"$CONFIG"
 start_webhook "$CONFIG"
@@ -105,8 +108,11 @@ log "control plane and node up $(($(date +%s) - started)) s after start (setup: 
 source "$ROOT/e2e/lib/assert.sh"
 
 source "$HERE/lib/scenarios.sh"
+# shellcheck source=lib/safety.sh
+source "$HERE/lib/safety.sh"
 
 run_scenarios
+run_safety_scenarios
 
 # --- teardown, checked -----------------------------------------------------------------
 node_stop

@@ -72,30 +72,34 @@ seed_with_webhook() {
 }
 
 # --- seed 004: a 70 s hook of the user's own ---------------------------------------------
-sleep70_deployment() { # host directory
-  # The example's nginx image is not here: a local image with bash, a container command
-  # that writes a file and waits, one replica, and a hostPath for the cleanup to empty.
+# The example Deployment's hook (nginx -s quit; sleep 70), in a Pod the kubelet never
+# restarts (restartPolicy: Never): only there may a container stop run the cleanup (a
+# Deployment's containers restart in place after a liveness kill, see lib/safety.sh).
+sleep70_pod() { # host directory
   yq -y --arg dir "$1" '
-    .metadata.annotations["prestop-injector.io/cleanup"] = "auto"
-    | .spec.replicas = 1
-    | .spec.template.spec.containers[0] |= (
+    {apiVersion: "v1", kind: "Pod",
+     metadata: {name: "web-sleep70", labels: .spec.template.metadata.labels,
+                annotations: (.metadata.annotations + {"prestop-injector.io/cleanup": "auto"})},
+     spec: (.spec.template.spec | .restartPolicy = "Never")}
+    | .spec.containers[0] |= (
         .image = "localhost/prestop-e2e/bash:1" | .imagePullPolicy = "IfNotPresent"
+        | .lifecycle.preStop.exec.command = ["/bin/bash", "-c", "sleep 70"]
         | .command = ["/bin/bash", "-c", "trap \"exit 0\" TERM; echo up > /test-package/alive; sleep 100000 & wait"]
         | .volumeMounts = [{name: "package", mountPath: "/test-package"}])
-    | .spec.template.spec.volumes = [{name: "package", hostPath: {path: $dir, type: "DirectoryOrCreate"}}]
+    | .spec.volumes = [{name: "package", hostPath: {path: $dir, type: "DirectoryOrCreate"}}]
   ' examples/deployment-sleep70.yaml
 }
 
-deployment_hook_outlives_30s() {
+pod_hook_outlives_30s() {
   local dir="$HOST/sleep70"
-  kc create -f - <<<"$(sleep70_deployment "$dir")"
+  kc create -f - <<<"$(sleep70_pod "$dir")"
   expect "create succeeds" test "$STATUS" -eq 0
-  kc get deployment web-sleep70 -o json
-  expect "grace raised to >= 80 s" jqt "$OUT" '.spec.template.spec.terminationGracePeriodSeconds >= 80'
+  kc get pod web-sleep70 -o json
+  expect "grace raised to >= 80 s" jqt "$OUT" '.spec.terminationGracePeriodSeconds >= 80'
   expect "the pod runs within 60 s" wait_for 60 pod_running app=web-sleep70
   expect "its file appears on the node" wait_for 30 has_file "$dir/alive"
   local t0=$(date +%s)
-  kc delete deployment web-sleep70 --cascade=background --wait=false
+  kc delete pod web-sleep70 --wait=false
   expect "delete succeeds" test "$STATUS" -eq 0
   # Past the 30 s default grace: the pod is still terminating, its container still runs
   # (the hook's sleep 70), and the cleanup has not run yet.
@@ -167,6 +171,7 @@ metadata:
   name: cleaner-user
   annotations: {prestop-injector.io/cleanup: /test-package}
 spec:
+  restartPolicy: Never
   securityContext: {runAsUser: 1000, runAsGroup: 1000}
   containers:
   - name: app
@@ -241,6 +246,7 @@ metadata:
   name: no-shell
   annotations: {prestop-injector.io/cleanup: auto}
 spec:
+  restartPolicy: Never
   containers:
   - name: app
     image: localhost/prestop-e2e/static-writer:1
@@ -278,6 +284,7 @@ metadata:
   name: cut-off
   annotations: {prestop-injector.io/cleanup: auto}
 spec:
+  restartPolicy: Never
   terminationGracePeriodSeconds: 90
   containers:
   - name: app
@@ -326,7 +333,7 @@ reaper_after_force_delete() {
 run_scenarios() {
   scenario "seed Job without the webhook: the container cannot start (no bash in busybox)" seed_without_webhook
   scenario "seed Job with the webhook: its file appears; delete --cascade=background empties the host dir, keeps the dir" seed_with_webhook
-  scenario "Deployment with a 70 s preStop: still running 35 s after the delete, cleaned after the 70 s" deployment_hook_outlives_30s
+  scenario "the example's 70 s preStop (restartPolicy: Never): still running 35 s after the delete, cleaned after the 70 s" pod_hook_outlives_30s
   scenario "a Job that finishes keeps its files in exec mode (1.20 has no native sidecars to clean them)" finished_job_keeps_files
   if [[ -n "$CLEANER_BIN" ]]; then
     scenario "cleaner init container: program found, read-only mount, runs as the user, no symlink or mount crossed" cleaner_on_runtime
