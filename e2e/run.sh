@@ -70,9 +70,9 @@ PRESTOP_CLEANS='(.lifecycle.preStop.exec.command // []) | index(["/test-package"
 TEMPLATE='.spec.template'
 
 # A Job whose pods each get their own directory below /mnt/scratch/NAME (subPathExpr with
-# the pod's name): the only kind of directory `auto` cleans without an annotation.
+# the pod's uid): the only kind of directory `auto` cleans without an annotation.
 private_job() { # name annotations-yaml-lines
-  job "$1" "$2" | sed -e 's|^        volumeMounts: \[{name: scratch, mountPath: /test-package}\]$|        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]\n        volumeMounts: [{name: scratch, mountPath: /test-package, subPathExpr: "$(POD_NAME)"}]|'
+  job "$1" "$2" | sed -e 's|^        volumeMounts: \[{name: scratch, mountPath: /test-package}\]$|        env: [{name: POD_UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}]\n        volumeMounts: [{name: scratch, mountPath: /test-package, subPathExpr: "$(POD_UID)"}]|'
 }
 
 job() { # name annotations-yaml-lines hostPath
