@@ -43,8 +43,11 @@ log "kube-apiserver $SERVER_VERSION ready on 127.0.0.1:$API_PORT after $(($(date
 # --- the webhook -----------------------------------------------------------------------
 CONFIG_WARN="$WORK/config-warn.yaml"
 CONFIG_DENY="$WORK/config-deny.yaml"
-echo "orphanDelete: warn" >"$CONFIG_WARN"
-echo "orphanDelete: deny" >"$CONFIG_DENY"
+# Nothing is deleted outside allowedHostPathPrefixes (none by default): the seed Job's
+# /test-package and job()'s /mnt/scratch/<name>.
+PREFIXES='allowedHostPathPrefixes: [/test-package, /mnt/scratch]'
+printf '%s\n' "orphanDelete: warn" "$PREFIXES" >"$CONFIG_WARN"
+printf '%s\n' "orphanDelete: deny" "$PREFIXES" >"$CONFIG_DENY"
 
 metric() { # name (with labels, as printed) -> value, 0 when absent
   curl -sf "http://127.0.0.1:$PROBE_PORT/metrics" |

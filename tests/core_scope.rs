@@ -1,6 +1,7 @@
 //! SPEC §1, §2, §3, §8: which requests are mutated, and every denial message.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::*;
 use prestop_injector::admission::Operation;
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 fn unannotated_objects_are_left_alone_on_mutate_and_injected_on_auto() {
     let plain = scratch_job(json!({}));
     assert_eq!(mutate(plain.clone()).decision.patch, None);
-    let auto = mutate_with(Endpoint::MutateAuto, &Config::default(), plain);
+    let auto = mutate_with(Endpoint::MutateAuto, &test_config(), plain);
     assert_eq!(
         pre_stop_argv(container(&auto.patched, 0))[1..],
         ["hook", "--target", "/scratch"],
@@ -34,7 +35,7 @@ fn opt_out_wins_everywhere() {
             json!({"prestop-injector.io/inject": "false", "prestop-injector.io/cleanup": "auto"}),
         );
         assert_eq!(
-            mutate_with(endpoint, &Config::default(), object).decision,
+            mutate_with(endpoint, &test_config(), object).decision,
             Default::default()
         );
     }
@@ -66,14 +67,14 @@ fn other_operations_kinds_and_subresources_are_never_patched() {
         let decision = decide(
             &request(operation, job.clone()),
             Endpoint::MutateAuto,
-            &Config::default(),
+            &test_config(),
         );
         assert_eq!(decision, Default::default(), "{operation:?}");
     }
     let mut status_update = request(Operation::Create, job.clone());
     status_update.sub_resource = Some("status".into());
     assert_eq!(
-        decide(&status_update, Endpoint::MutateAuto, &Config::default()),
+        decide(&status_update, Endpoint::MutateAuto, &test_config()),
         Default::default()
     );
 
@@ -81,14 +82,14 @@ fn other_operations_kinds_and_subresources_are_never_patched() {
     config_map["apiVersion"] = json!("v1");
     config_map["kind"] = json!("ConfigMap");
     assert_eq!(
-        mutate_with(Endpoint::MutateAuto, &Config::default(), config_map).decision,
+        mutate_with(Endpoint::MutateAuto, &test_config(), config_map).decision,
         Default::default()
     );
 
     let mut no_object = request(Operation::Create, job);
     no_object.object = None;
     assert_eq!(
-        decide(&no_object, Endpoint::MutateAuto, &Config::default()),
+        decide(&no_object, Endpoint::MutateAuto, &test_config()),
         Default::default()
     );
 }
@@ -141,7 +142,7 @@ fn every_kind_uses_its_template_path() {
         let decision = decide(
             &request(operation, object.clone()),
             Endpoint::Mutate,
-            &Config::default(),
+            &test_config(),
         );
         let patch = decision
             .patch
@@ -469,7 +470,7 @@ fn implicit_auto_on_the_auto_endpoint_does_not_warn_when_there_is_nothing_to_cle
         json!({"name": "app", "image": "nginx"}),
         json!([]),
     );
-    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), object);
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), object);
     assert_eq!(outcome.decision, Default::default());
 }
 

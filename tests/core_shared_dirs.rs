@@ -3,10 +3,10 @@
 //! directories are cleaned; an explicit annotation proceeds with a warning naming the fix.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::*;
 use prestop_injector::admission::Operation;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::{decide, Endpoint};
 use serde_json::{json, Value};
 
@@ -39,7 +39,7 @@ fn cleaned(object: &Value) -> bool {
 }
 
 fn auto(object: Value) -> Outcome {
-    mutate_with(Endpoint::MutateAuto, &Config::default(), object)
+    mutate_with(Endpoint::MutateAuto, &test_config(), object)
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn class_6_an_explicit_annotation_on_shared_pods_proceeds_and_names_the_fix() {
                 json!({"prestop-injector.io/cleanup": annotation}),
                 spec.clone(),
             );
-            let outcome = mutate_with(endpoint, &Config::default(), object);
+            let outcome = mutate_with(endpoint, &test_config(), object);
             assert!(cleaned(&outcome.patched), "{kind} {annotation}");
             let warning = format!(
                 "container \"app\": /scratch may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
@@ -185,7 +185,7 @@ fn class_6_the_pod_pass_reproduces_the_skip() {
     let decision = decide(
         &request(Operation::Create, pod.clone()),
         Endpoint::MutateAuto,
-        &Config::default(),
+        &test_config(),
     );
     assert_eq!(decision, Default::default());
 

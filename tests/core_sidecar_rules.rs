@@ -3,11 +3,11 @@
 //! accept (SPEC §7).
 
 mod core_support;
+use core_support::test_config;
 #[path = "support/deploy.rs"]
 mod deploy;
 
 use core_support::*;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::sidecar_targets;
 use prestop_injector::mutation::Endpoint;
 use serde_json::{json, Value};
@@ -343,7 +343,7 @@ fn class_8_a_mutated_pod_with_the_sidecar_validates_and_meets_restricted() {
 
 #[test]
 fn class_8_the_auto_endpoint_keeps_the_sidecar_idempotent() {
-    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), per_pod_job());
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), per_pod_job());
     assert!(sidecar_of(&outcome.patched).is_some());
 }
 
@@ -384,7 +384,7 @@ fn class_8_what_admission_plugins_add_to_the_sidecar_is_kept() {
         let decision = prestop_injector::mutation::decide(
             &request(prestop_injector::admission::Operation::Create, pod.clone()),
             endpoint,
-            &Config::default(),
+            &test_config(),
         );
         assert_eq!(decision.patch.map(|p| json!(p)), None, "{endpoint:?}");
     }
@@ -405,7 +405,7 @@ fn class_4_a_mount_another_plugin_put_inside_a_sidecar_target_is_never_emptied()
     let decision = prestop_injector::mutation::decide(
         &request(prestop_injector::admission::Operation::Create, pod.clone()),
         Endpoint::Mutate,
-        &Config::default(),
+        &test_config(),
     );
     let mut patched = pod;
     json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();

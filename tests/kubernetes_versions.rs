@@ -3,6 +3,7 @@
 //! 1.30 no preStop `sleep` action is written. `mutate --kubernetes-version` decides the same.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::{container, job, mutate_with, scratch_container, scratch_job, template_spec};
 use prestop_injector::config::{Config, Mode};
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 fn on(version: Option<&str>) -> Config {
     Config {
         kubernetes_version: version.map(|v| v.parse().unwrap()),
-        ..Config::default()
+        ..test_config()
     }
 }
 

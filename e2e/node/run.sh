@@ -91,6 +91,8 @@ cluster_start "$NS"
 CONFIG="$WORK/config.yaml"
 {
   echo "orphanDelete: warn"
+  # Every scenario's hostPath lies below this run's temporary root.
+  echo "allowedHostPathPrefixes: [$HOST]"
   [[ -n "$CLEANER_BIN" ]] && echo "cleaner: {image: localhost/prestop-e2e/cleaner:dev}"
 } >"$CONFIG"
 start_webhook "$CONFIG"
