@@ -261,7 +261,7 @@ fn every_cleaned_container_mounts_the_one_volume() {
     spec["volumes"]
         .as_array_mut()
         .unwrap()
-        .push(host_path_volume("other", "/mnt/other"));
+        .push(host_path_volume("other", "/mnt/work/other"));
     let outcome = mutate(object);
     assert_delivered(&outcome.patched, &[0, 1]);
     assert_eq!(

@@ -3,6 +3,7 @@
 //! class; every mutation is applied with json-patch and checked to be idempotent.
 
 mod core_support;
+use core_support::protected_list_only;
 use core_support::{test_config, test_config_with};
 
 use core_support::{container, job, mutate, mutate_with, pre_stop_argv, Outcome};
@@ -188,14 +189,14 @@ fn class1_builtin_entries_of_the_spec() {
         let outcome = auto(
             app(json!([{"name": "d", "mountPath": "/d"}])),
             json!([host("d", path)]),
-            &test_config(),
+            &protected_list_only(),
         );
         assert!(cleaned(&outcome).is_empty(), "{path}: {outcome:?}");
         let outcome = explicit(
             "/d",
             app(json!([{"name": "d", "mountPath": "/d"}])),
             json!([host("d", path)]),
-            &test_config(),
+            &protected_list_only(),
         );
         assert_denied(&outcome, &["protected host directory"]);
     }
@@ -210,7 +211,7 @@ fn class1_builtin_entries_of_the_spec() {
         let outcome = auto(
             app(json!([{"name": "d", "mountPath": "/d"}])),
             json!([host("d", path)]),
-            &test_config(),
+            &protected_list_only(),
         );
         assert_eq!(cleaned(&outcome), ["/d"], "{path}");
     }
@@ -229,7 +230,7 @@ fn class1_explicit_suffix_below_the_mount_reaches_a_protected_tree() {
             path,
             app(json!([{"name": "v", "mountPath": "/host-var"}])),
             json!([host("v", "/var")]),
-            &test_config(),
+            &protected_list_only(),
         );
         assert_denied(&outcome, &["protected host directory"]);
     }
@@ -237,7 +238,7 @@ fn class1_explicit_suffix_below_the_mount_reaches_a_protected_tree() {
         "/host-var/lib/myjob",
         app(json!([{"name": "v", "mountPath": "/host-var"}])),
         json!([host("v", "/var")]),
-        &test_config(),
+        &protected_list_only(),
     );
     assert_eq!(cleaned(&outcome), ["/host-var/lib/myjob"]);
 }
@@ -480,14 +481,17 @@ fn class9_allowed_prefixes_apply_to_explicit_paths() {
         &config,
     );
     assert_eq!(cleaned(&outcome), ["/data/x"]);
-    // Not a hostPath: no host path, the prefixes do not apply.
+    // Not a hostPath: below no prefix, so denied (issue 17 class 5; it was cleaned).
     let outcome = explicit(
         "/cache",
         app(json!([{"name": "c", "mountPath": "/cache"}])),
         json!([{"name": "c", "emptyDir": {}}]),
         &config,
     );
-    assert_eq!(cleaned(&outcome), ["/cache"]);
+    assert_denied(
+        &outcome,
+        &["/cache", "not a hostPath", "allowedHostPathPrefixes"],
+    );
 }
 
 // ---- class 9 (a): an exec'd `/bin/sleep N` counts in the grace estimate ----

@@ -1,7 +1,6 @@
 //! SPEC §1, §2, §3, §8: which requests are mutated, and every denial message.
 
 mod core_support;
-use core_support::test_config;
 
 use core_support::*;
 use prestop_injector::admission::Operation;
@@ -305,8 +304,12 @@ fn explicit_paths_must_be_inside_a_writable_unprotected_mount() {
     ]);
     let cases = [
         ("/scratch/work", None),
-        ("/cache", None),
-        ("/cache/a/b", None),
+        // An emptyDir is below no allowed prefix (issue 17 class 5; it was cleaned).
+        (
+            "/cache",
+            Some("is on volume \"cache\", which is not a hostPath"),
+        ),
+        ("/cache/a/b", Some("which is not a hostPath")),
         ("/scratch/config", Some("read-only mount /scratch/config")),
         ("/scratch", Some("mounted inside it at /scratch/config")),
         ("/ro/x", Some("read-only mount /ro")),
@@ -398,7 +401,8 @@ fn auto_cleans_writable_unprotected_host_path_directories_only() {
             container,
             json!([{"name": "scratch", "hostPath": host_path}]),
         );
-        let outcome = mutate(object);
+        // Every host path allowed: the types and the protected list decide.
+        let outcome = mutate_with(Endpoint::Mutate, &protected_list_only(), object);
         let argv = pre_stop_argv(container_of(&outcome));
         assert_eq!(
             argv.last().map(String::as_str) == Some("/scratch"),

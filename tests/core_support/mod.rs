@@ -106,6 +106,15 @@ pub fn test_config() -> Config {
     test_config_with("")
 }
 
+/// Every host path allowed (built in code: the config file refuses `/`), so that the
+/// protected list, the second check, decides alone.
+pub fn protected_list_only() -> Config {
+    Config {
+        allowed_host_path_prefixes: vec!["/".to_owned()],
+        ..test_config()
+    }
+}
+
 /// `yaml` parsed (and validated) as the server would; [`TEST_PREFIXES`] are added when it
 /// names no `allowedHostPathPrefixes` of its own.
 pub fn test_config_with(yaml: &str) -> Config {
