@@ -7,7 +7,7 @@ use core_support::{test_config, test_config_with};
 use base64::Engine as _;
 use core_support::*;
 use prestop_injector::admission::{self, Operation};
-use prestop_injector::config::{Config, DEFAULT_CLEANER_IMAGE};
+use prestop_injector::config::DEFAULT_CLEANER_IMAGE;
 use prestop_injector::mutation::hook::{self, Action, Before, Hook, PROGRAM};
 use prestop_injector::mutation::{decide, Endpoint, ORPHAN_DELETE_MESSAGE, SIDECAR_NAME};
 use serde_json::{json, Value};
