@@ -13,9 +13,11 @@ use prestop_injector::mutation::Endpoint;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SEED_REVIEW: &str = include_str!("../examples/review-job-worker.json");
+/// The quick start's config: the seed Job's scratch prefix allowed, so it is cleaned.
+const SEED_CONFIG: &str = include_str!("../examples/config.yaml");
 
 fn seed_job(c: &mut Criterion) {
-    let config = Config::default();
+    let config = Config::from_yaml(SEED_CONFIG).expect("examples/config.yaml is valid");
     let body = SEED_REVIEW.as_bytes();
     let reviewed =
         admission::review(body, Endpoint::Mutate, &config).expect("the seed review is valid");

@@ -239,7 +239,7 @@ version_unknown() {
 # never exits, so a pod that would never start.
 version_override() {
   local config="$WORK/config-1.29.yaml"
-  printf 'kubernetesVersion: "1.29"\n' >"$config"
+  printf '%s\n' 'kubernetesVersion: "1.29"' "$PREFIXES" >"$config"
   stop_webhook
   start_webhook "$config"
   expect "metric: 1.29 from the config" test "$(metric prestop_injector_kubernetes_minor_version)" = 29

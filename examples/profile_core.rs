@@ -2,7 +2,7 @@
 //! `cargo build --release --example profile_core && valgrind --tool=callgrind target/release/examples/profile_core 500`
 fn main() {
     let body = std::fs::read("examples/review-job-worker.json").unwrap();
-    let config = prestop_injector::config::Config::default();
+    let config = prestop_injector::config::Config::load("examples/config.yaml".as_ref()).unwrap();
     let n: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

@@ -34,7 +34,8 @@ echo "cpus: $(nproc); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "server on cpu $SERVER_CPU, load generators on cpu $CLIENT_CPU"
 
 start_ns=$(date +%s%N)
-taskset -c "$SERVER_CPU" "$BIN" serve --dev --dev-ca-file "$WORK/ca.pem" \
+# examples/config.yaml allows the seed Job's /test-package: the measured answers clean it.
+taskset -c "$SERVER_CPU" "$BIN" serve --dev --dev-ca-file "$WORK/ca.pem" --config examples/config.yaml \
   --listen "127.0.0.1:$PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
   --shutdown-delay 0s ${SERVER_ARGS:-} >"$WORK/server.out" 2>"$WORK/server.log" &
 SERVER=$!

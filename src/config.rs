@@ -37,7 +37,9 @@ pub struct Config {
     pub images_without_shell: Vec<String>,
     /// Host paths never cleaned by `auto`, added to the built-in list.
     pub protected_host_paths: Vec<String>,
-    /// When non-empty, `auto` only cleans hostPath volumes under one of these prefixes.
+    /// The host directories every cleanup may empty, at or below (SPEC §3: the allow-list
+    /// first). Empty, the default: nothing that deletes is injected until the operator
+    /// names the node's scratch prefixes.
     pub allowed_host_path_prefixes: Vec<String>,
     /// Seconds a generated cleanup is given in the grace-period estimate.
     pub cleanup_budget_seconds: u64,
@@ -195,6 +197,14 @@ impl Config {
                 anyhow::bail!("host path {prefix:?} must be absolute");
             }
         }
+        for prefix in &self.allowed_host_path_prefixes {
+            if let Some(why) = crate::mutation::targets::prefix_refusal(prefix) {
+                anyhow::bail!(
+                    "allowedHostPathPrefixes entry {prefix:?} {why}: name the node's scratch \
+                     directories themselves, e.g. /mnt/scratch"
+                );
+            }
+        }
         if self.max_grace_seconds == 0 {
             anyhow::bail!("maxGraceSeconds must be positive");
         }
@@ -205,6 +215,21 @@ impl Config {
             );
         }
         Ok(())
+    }
+
+    /// The start-up sentence about what the cleanup may delete (SPEC §3): said once, so an
+    /// operator who has not named any prefix learns why nothing is cleaned.
+    pub fn allow_list_summary(&self) -> String {
+        if self.allowed_host_path_prefixes.is_empty() {
+            "no allowedHostPathPrefixes configured: nothing that deletes is injected until the \
+             node's scratch directories are listed there"
+                .to_owned()
+        } else {
+            format!(
+                "cleanups delete only at or below allowedHostPathPrefixes: {}",
+                self.allowed_host_path_prefixes.join(", ")
+            )
+        }
     }
 
     /// Settings that are accepted but have no effect, one sentence each, for the start-up log.

@@ -28,7 +28,9 @@
 //!     object: Some(job.clone()),
 //!     ..Request::default()
 //! };
-//! let decision = decide(&request, Endpoint::Mutate, &Config::default());
+//! // Nothing is deleted outside the node's scratch directories the operator names.
+//! let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]").unwrap();
+//! let decision = decide(&request, Endpoint::Mutate, &config);
 //! let mut patched = job;
 //! json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
 //! let spec = &patched["spec"]["template"]["spec"];

@@ -22,9 +22,18 @@ struct Run {
     stderr: String,
 }
 
+/// Runs `mutate`; without a `--config` of the test's own, with the fixtures' config (the
+/// default allows no host path, so nothing would be cleaned).
 fn mutate(args: &[&str], stdin: &str) -> Run {
+    let config = path("tests/fixtures/config.yaml");
+    let default_config: &[&str] = if args.contains(&"--config") {
+        &[]
+    } else {
+        &["--config", &config]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
         .arg("mutate")
+        .args(default_config)
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

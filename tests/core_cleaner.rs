@@ -3,9 +3,10 @@
 //! v1 shell hook and the busybox sidecar, `cleaner.mode: shell`, and the API server's defaults.
 
 mod core_support;
+use core_support::test_config_with;
 
 use core_support::*;
-use prestop_injector::config::{Config, DEFAULT_CLEANER_IMAGE};
+use prestop_injector::config::DEFAULT_CLEANER_IMAGE;
 use prestop_injector::mutation::delivery::{INSTALLER_NAME, VOLUME_NAME};
 use prestop_injector::mutation::hook::{Action, Before, Hook, IMAGE_PROGRAM, PROGRAM};
 use prestop_injector::mutation::{Endpoint, SIDECAR_NAME};
@@ -269,7 +270,7 @@ fn every_cleaned_container_mounts_the_one_volume() {
     spec["volumes"]
         .as_array_mut()
         .unwrap()
-        .push(host_path_volume("other", "/mnt/other"));
+        .push(host_path_volume("other", "/mnt/work/other"));
     let outcome = mutate(object);
     assert_delivered(&outcome.patched, &[0, 1]);
     assert_eq!(
@@ -288,7 +289,7 @@ fn every_cleaned_container_mounts_the_one_volume() {
 
 #[test]
 fn a_custom_cleaner_image_is_used_for_the_installer_and_the_sidecar() {
-    let config = Config::from_yaml("cleaner: {image: 'mirror.example/prestop:1'}\n").unwrap();
+    let config = test_config_with("cleaner: {image: 'mirror.example/prestop:1'}\n");
     let outcome = mutate_with(Endpoint::Mutate, &config, seed_job());
     assert_eq!(
         template_spec(&outcome.patched)["initContainers"][0]["image"],
@@ -365,7 +366,7 @@ fn shell_less_images_get_the_program_around_their_own_hook() {
     let spec = template_spec(&outcome.patched);
     assert_eq!(spec["initContainers"][0]["name"], SIDECAR_NAME);
     assert_eq!(spec["initContainers"][0]["image"], "busybox:1.37.0");
-    let config = Config::from_yaml("sidecar: {allowed: false}\ncleaner: {mode: shell}\n").unwrap();
+    let config = test_config_with("sidecar: {allowed: false}\ncleaner: {mode: shell}\n");
     let outcome = mutate_with(Endpoint::Mutate, &config, object);
     assert!(
         outcome.warnings().contains("has no shell"),
@@ -378,8 +379,7 @@ fn shell_less_images_get_the_program_around_their_own_hook() {
 fn a_new_cleaner_image_is_one_replace_on_the_next_pass() {
     let injected = mutate(seed_job()).patched;
     let config =
-        Config::from_yaml("cleaner: {image: 'ghcr.io/prestop-injector/prestop-injector:0.2.0'}\n")
-            .unwrap();
+        test_config_with("cleaner: {image: 'ghcr.io/prestop-injector/prestop-injector:0.2.0'}\n");
     let outcome = mutate_with(Endpoint::Mutate, &config, injected);
     assert_eq!(
         outcome.paths(),
@@ -392,7 +392,7 @@ fn a_new_cleaner_image_is_one_replace_on_the_next_pass() {
 fn a_program_hook_that_shell_mode_cannot_run_gives_the_users_hook_back() {
     let object = distroless_nginx_job(json!({"prestop-injector.io/cleanup": "auto"}));
     let injected = mutate(object.clone()).patched;
-    let config = Config::from_yaml("sidecar: {allowed: false}\ncleaner: {mode: shell}\n").unwrap();
+    let config = test_config_with("sidecar: {allowed: false}\ncleaner: {mode: shell}\n");
     let outcome = mutate_with(Endpoint::Mutate, &config, injected);
     assert_eq!(
         template_spec(&outcome.patched)["containers"][0],

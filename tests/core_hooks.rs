@@ -2,11 +2,12 @@
 //! orphan guard and the wire response — each asserted on the patched object.
 
 mod core_support;
+use core_support::{test_config, test_config_with};
 
 use base64::Engine as _;
 use core_support::*;
 use prestop_injector::admission::{self, Operation};
-use prestop_injector::config::{Config, DEFAULT_CLEANER_IMAGE};
+use prestop_injector::config::DEFAULT_CLEANER_IMAGE;
 use prestop_injector::mutation::hook::{self, Action, Before, Hook, Target, PROGRAM};
 use prestop_injector::mutation::{decide, Endpoint, ORPHAN_DELETE_MESSAGE, SIDECAR_NAME};
 use serde_json::{json, Value};
@@ -201,7 +202,7 @@ fn grace_is_never_lowered_and_is_capped() {
         "5 + 10 fits the default 30 s: no grace field is added"
     );
 
-    let config = Config::from_yaml("cleanupBudgetSeconds: 50\nshutdownSeconds: 20\n").unwrap();
+    let config = test_config_with("cleanupBudgetSeconds: 50\nshutdownSeconds: 20\n");
     let object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
     assert_eq!(
         grace(&mutate_with(Endpoint::Mutate, &config, object).patched),
@@ -321,7 +322,7 @@ fn http_get_and_tcp_socket_hooks_use_the_sidecar() {
         );
         assert_targeted(&outcome);
 
-        let config = Config::from_yaml("sidecar: {allowed: false}\n").unwrap();
+        let config = test_config_with("sidecar: {allowed: false}\n");
         let outcome = mutate_with(Endpoint::Mutate, &config, object);
         assert_eq!(template_spec(&outcome.patched).get("initContainers"), None);
         let kind = handler.as_object().unwrap().keys().next().unwrap().clone();
@@ -507,8 +508,8 @@ fn delete_review(options: Value, annotated: bool) -> prestop_injector::admission
 
 #[test]
 fn the_orphan_delete_guard_warns_or_denies_and_never_patches() {
-    let deny = Config::from_yaml("orphanDelete: deny\n").unwrap();
-    let allow = Config::from_yaml("orphanDelete: allow\n").unwrap();
+    let deny = test_config_with("orphanDelete: deny\n");
+    let allow = test_config_with("orphanDelete: allow\n");
     let policies = [
         json!({}),
         json!({"propagationPolicy": "Orphan"}),
@@ -524,7 +525,7 @@ fn the_orphan_delete_guard_warns_or_denies_and_never_patches() {
         );
         for annotated in [true, false] {
             let request = delete_review(options.clone(), annotated);
-            let warned = decide(&request, Endpoint::Validate, &Config::default());
+            let warned = decide(&request, Endpoint::Validate, &test_config());
             let denied = decide(&request, Endpoint::Validate, &deny);
             assert_eq!(warned.patch, None);
             assert_eq!(denied.patch, None);
@@ -545,7 +546,7 @@ fn the_orphan_delete_guard_warns_or_denies_and_never_patches() {
             );
             // The mutating endpoints never patch a DELETE.
             assert_eq!(
-                decide(&request, Endpoint::MutateAuto, &Config::default()),
+                decide(&request, Endpoint::MutateAuto, &test_config()),
                 Default::default()
             );
         }
@@ -561,7 +562,7 @@ fn the_wire_response_carries_uid_and_a_base64_patch() {
     let reviewed = admission::review(
         review.to_string().as_bytes(),
         Endpoint::Mutate,
-        &Config::default(),
+        &test_config(),
     )
     .unwrap();
     let body: Value = serde_json::from_slice(&reviewed.body).unwrap();
@@ -588,7 +589,7 @@ fn the_wire_response_carries_uid_and_a_base64_patch() {
     let reviewed = admission::review(
         denied.to_string().as_bytes(),
         Endpoint::Mutate,
-        &Config::default(),
+        &test_config(),
     )
     .unwrap();
     let body: Value = serde_json::from_slice(&reviewed.body).unwrap();
@@ -623,7 +624,7 @@ fn invalid_reviews_are_transport_errors() {
     ];
     for (body, message) in cases {
         let error =
-            admission::review(body.as_bytes(), Endpoint::Mutate, &Config::default()).unwrap_err();
+            admission::review(body.as_bytes(), Endpoint::Mutate, &test_config()).unwrap_err();
         assert!(error.0.contains(message), "{body}: {}", error.0);
     }
 }

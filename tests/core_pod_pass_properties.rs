@@ -8,10 +8,10 @@
 //! - class 8: our sidecar always runs as a numeric non-root user with `runAsNonRoot`.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::request;
 use prestop_injector::admission::Operation;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
 use prestop_injector::mutation::targets::{is_at_or_below, normalize};
 use prestop_injector::mutation::{decide, Endpoint};
@@ -310,7 +310,7 @@ proptest! {
         object in workload(), auto in any::<bool>()
     ) {
         let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
-        let config = Config::default();
+        let config = test_config();
         let decision = decide(&request(Operation::Create, object.clone()), endpoint, &config);
         if decision.denial.is_some() {
             return Ok(());

@@ -6,10 +6,10 @@
 //! patch, and carry the workload's result.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::*;
 use prestop_injector::admission::Operation;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::{decide, Decision, Endpoint};
 use serde_json::{json, Value};
 
@@ -34,7 +34,7 @@ fn decide_create(object: &Value, endpoint: Endpoint) -> Decision {
     decide(
         &request(Operation::Create, object.clone()),
         endpoint,
-        &Config::default(),
+        &test_config(),
     )
 }
 
@@ -57,7 +57,7 @@ fn hook_targets(pod_spec: &Value) -> Vec<String> {
 
 /// A Job of `scratch_job` whose container mounts `/scratch` with a `tmp` directory in it.
 fn job_on(endpoint: Endpoint, annotations: Value) -> Value {
-    mutate_with(endpoint, &Config::default(), scratch_job(annotations)).patched
+    mutate_with(endpoint, &test_config(), scratch_job(annotations)).patched
 }
 
 const JOB_OWNER: (&str, &str) = ("batch/v1", "Job");
@@ -103,7 +103,7 @@ fn class_5_hook_seconds_on_the_template_does_not_remove_the_jobs_cleanup() {
         let mut object = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
         object["spec"]["template"]["metadata"] =
             json!({"annotations": {"prestop-injector.io/hook-seconds": "70"}});
-        let job = mutate_with(endpoint, &Config::default(), object).patched;
+        let job = mutate_with(endpoint, &test_config(), object).patched;
         let template = &job["spec"]["template"];
         assert_eq!(hook_targets(&template["spec"]), ["/scratch"]);
         assert_eq!(grace(&job), Some(70 + 10));
@@ -134,7 +134,7 @@ fn class_5_a_pod_of_an_unrecorded_template_is_left_alone_on_auto() {
     // hostPath is not private, issue 17 class 7).
     let bare = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
         "annotations": {"prestop-injector.io/cleanup": "auto"}}, "spec": template["spec"]});
-    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), bare);
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), bare);
     assert_eq!(hook_targets(&outcome.patched["spec"]), ["/scratch"]);
 }
 
@@ -151,7 +151,7 @@ fn class_5_cronjob_to_job_to_pod_reproduces_the_cronjob() {
         let cron = json!({"apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": "nightly", "annotations": annotations},
             "spec": {"schedule": "@daily", "jobTemplate": {"spec": job["spec"]}}});
-        let cron = mutate_with(Endpoint::MutateAuto, &Config::default(), cron).patched;
+        let cron = mutate_with(Endpoint::MutateAuto, &test_config(), cron).patched;
         // The CronJob controller copies jobTemplate (metadata and spec), not the CronJob's.
         let job = created_from(
             &cron["spec"]["jobTemplate"],
@@ -191,7 +191,7 @@ fn replica_set_of(deployment: &Value) -> Value {
 fn update(old: &Value, new: &Value) -> Value {
     let mut request = request(Operation::Update, new.clone());
     request.old_object = Some(old.clone());
-    let decision = decide(&request, Endpoint::MutateAuto, &Config::default());
+    let decision = decide(&request, Endpoint::MutateAuto, &test_config());
     assert_eq!(decision.denial, None);
     let mut patched = new.clone();
     if let Some(patch) = &decision.patch {
@@ -204,7 +204,7 @@ fn update(old: &Value, new: &Value) -> Value {
 fn class_5_deployment_to_replica_set_to_pod_and_an_update_that_changes_annotations() {
     let first = mutate_with(
         Endpoint::MutateAuto,
-        &Config::default(),
+        &test_config(),
         deployment(json!({"prestop-injector.io/cleanup": "/scratch/tmp"})),
     )
     .patched;
@@ -270,7 +270,7 @@ fn class_5_a_forged_record_on_a_template_that_is_not_injected_is_removed() {
     object["spec"]["parallelism"] = json!(4);
     object["spec"]["template"]["metadata"] = json!({"annotations": {
         "prestop-injector.io/settings": r#"{"version":1,"cleanup":"auto"}"#}});
-    let job = mutate_with(Endpoint::MutateAuto, &Config::default(), object).patched;
+    let job = mutate_with(Endpoint::MutateAuto, &test_config(), object).patched;
     let template = &job["spec"]["template"];
     assert_eq!(template["metadata"]["annotations"], json!({}));
     let pod = pod_of(template, JOB_OWNER);
@@ -284,7 +284,7 @@ fn class_5_a_bare_pod_with_a_record_follows_the_record_not_the_endpoint() {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "copy", "annotations": {
         "prestop-injector.io/settings": r#"{"version":1,"cleanup":"/scratch/tmp"}"#}},
         "spec": template["spec"]});
-    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), pod);
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), pod);
     assert_eq!(hook_targets(&outcome.patched["spec"]), ["/scratch/tmp"]);
 }
 
@@ -308,7 +308,7 @@ fn class_5_warnings_given_for_the_workload_are_not_repeated_for_each_pod() {
     let mut object = scratch_job(json!({"prestop-injector.io/mode": "sidecar",
         "prestop-injector.io/cleanup": "auto"}));
     object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 0});
-    let job = mutate_with(Endpoint::MutateAuto, &Config::default(), object);
+    let job = mutate_with(Endpoint::MutateAuto, &test_config(), object);
     assert!(
         job.warnings().contains("no cleanup sidecar"),
         "{}",

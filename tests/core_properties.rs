@@ -6,6 +6,7 @@
 //! lowered, and no input makes the core panic.
 
 mod core_support;
+use core_support::test_config;
 #[path = "support/safety_oracle.rs"]
 mod safety_oracle;
 
@@ -320,11 +321,11 @@ proptest! {
         auto in any::<bool>(),
         sidecar_allowed in any::<bool>(),
         protected in pick(&["", "/data/keep", "/mnt/a/b"]),
-        allowed_prefix in pick(&["", "/mnt"]),
+        allowed_prefix in pick(&["", "/mnt", "/mnt/a", "/data", "/"]),
         sidecar_by_default in any::<bool>(),
     ) {
         let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
-        let mut config = Config::default();
+        let mut config = test_config();
         config.sidecar.allowed = sidecar_allowed || sidecar_by_default;
         if sidecar_by_default {
             config.default_mode = Mode::Sidecar;
@@ -369,7 +370,8 @@ proptest! {
         let grace_after = patched["spec"]["template"]["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap_or(30);
         prop_assert!(grace_after >= grace_before);
         check_targets(&patched)?;
-        let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], &config.protected_host_paths, SidecarMounts::SourceContainer);
+        let lists = safety_oracle::Lists { protected: &config.protected_host_paths, allowed: &config.allowed_host_path_prefixes };
+        let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], lists, SidecarMounts::SourceContainer);
         prop_assert!(violations.is_empty(), "SPEC §3 violated: {violations:?}\nin {patched}");
     }
 
@@ -382,13 +384,14 @@ proptest! {
         let config = Config {
             default_mode: Mode::Sidecar,
             protected_host_paths: [protected].into_iter().filter(|p| !p.is_empty()).map(str::to_owned).collect(),
-            ..Config::default()
+            ..test_config()
         };
         let decision = decide(&request(Operation::Create, object.clone()), Endpoint::Mutate, &config);
         let Some(patch) = decision.patch else { return Ok(()) };
         let mut patched = object;
         json_patch::patch(&mut patched, &patch).map_err(|e| TestCaseError::fail(format!("patch does not apply: {e}")))?;
-        let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], &config.protected_host_paths, SidecarMounts::Own);
+        let lists = safety_oracle::Lists { protected: &config.protected_host_paths, allowed: &config.allowed_host_path_prefixes };
+        let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], lists, SidecarMounts::Own);
         prop_assert!(violations.is_empty(), "SPEC §7 violated: {violations:?}\nin {patched}");
     }
 
@@ -404,7 +407,7 @@ proptest! {
             object["spec"]["ttlSecondsAfterFinished"] = json!(7);
         }
         let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
-        let config = Config::default();
+        let config = test_config();
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "u", "kind": {"group": "batch", "version": "v1", "kind": "Job"}, "namespace": "default", "operation": "CREATE", "object": object}});
         let partial = admission::review(review.to_string().as_bytes(), endpoint, &config).map_err(|e| TestCaseError::fail(e.0))?;
@@ -418,14 +421,14 @@ proptest! {
         let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
             "uid": "u", "kind": {"group": group, "version": "v1", "kind": kind}, "operation": "CREATE", "object": object}});
         let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
-        let reviewed = admission::review(review.to_string().as_bytes(), endpoint, &Config::default())
+        let reviewed = admission::review(review.to_string().as_bytes(), endpoint, &test_config())
             .map_err(|e| TestCaseError::fail(e.0))?;
         prop_assert_ne!(reviewed.outcome, admission::Outcome::Error);
     }
 
     #[test]
     fn arbitrary_bytes_never_panic(body in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = admission::review(&body, Endpoint::Mutate, &Config::default());
+        let _ = admission::review(&body, Endpoint::Mutate, &test_config());
     }
 }
 

@@ -3,6 +3,8 @@
 //! class; every mutation is applied with json-patch and checked to be idempotent.
 
 mod core_support;
+use core_support::protected_list_only;
+use core_support::{test_config, test_config_with};
 
 use core_support::{container, job, mutate, mutate_with, pre_stop_argv, Outcome};
 use prestop_injector::config::Config;
@@ -34,7 +36,7 @@ fn host(name: &str, path: &str) -> Value {
 }
 
 fn keep_config() -> Config {
-    Config::from_yaml("protectedHostPaths: [/data/keep]\n").expect("config")
+    test_config_with("protectedHostPaths: [/data/keep]\n")
 }
 
 fn auto(container: Value, volumes: Value, config: &Config) -> Outcome {
@@ -141,7 +143,7 @@ fn class1_sub_path_expr_may_be_the_protected_directory() {
     let outcome = auto(
         container,
         json!([host("d", "/mnt/scratch")]),
-        &Config::default(),
+        &test_config(),
     );
     assert_eq!(cleaned(&outcome), ["/work"]);
 }
@@ -151,7 +153,7 @@ fn class1_sub_path_expr_that_may_be_empty_is_the_volume_itself() {
     // `$(EMPTY)` expands to nothing: the kubelet mounts /tmp itself.
     let container = json!({"name": "app", "image": "busybox:1.36", "env": [{"name": "EMPTY", "value": ""}],
         "volumeMounts": [{"name": "d", "mountPath": "/work", "subPathExpr": "$(EMPTY)"}]});
-    let outcome = auto(container, json!([host("d", "/tmp")]), &Config::default());
+    let outcome = auto(container, json!([host("d", "/tmp")]), &test_config());
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
 }
 
@@ -187,14 +189,14 @@ fn class1_builtin_entries_of_the_spec() {
         let outcome = auto(
             app(json!([{"name": "d", "mountPath": "/d"}])),
             json!([host("d", path)]),
-            &Config::default(),
+            &protected_list_only(),
         );
         assert!(cleaned(&outcome).is_empty(), "{path}: {outcome:?}");
         let outcome = explicit(
             "/d",
             app(json!([{"name": "d", "mountPath": "/d"}])),
             json!([host("d", path)]),
-            &Config::default(),
+            &protected_list_only(),
         );
         assert_denied(&outcome, &["protected host directory"]);
     }
@@ -209,7 +211,7 @@ fn class1_builtin_entries_of_the_spec() {
         let outcome = auto(
             app(json!([{"name": "d", "mountPath": "/d"}])),
             json!([host("d", path)]),
-            &Config::default(),
+            &protected_list_only(),
         );
         assert_eq!(cleaned(&outcome), ["/d"], "{path}");
     }
@@ -228,7 +230,7 @@ fn class1_explicit_suffix_below_the_mount_reaches_a_protected_tree() {
             path,
             app(json!([{"name": "v", "mountPath": "/host-var"}])),
             json!([host("v", "/var")]),
-            &Config::default(),
+            &protected_list_only(),
         );
         assert_denied(&outcome, &["protected host directory"]);
     }
@@ -236,7 +238,7 @@ fn class1_explicit_suffix_below_the_mount_reaches_a_protected_tree() {
         "/host-var/lib/myjob",
         app(json!([{"name": "v", "mountPath": "/host-var"}])),
         json!([host("v", "/var")]),
-        &Config::default(),
+        &protected_list_only(),
     );
     assert_eq!(cleaned(&outcome), ["/host-var/lib/myjob"]);
 }
@@ -248,14 +250,14 @@ fn class1_bad_sub_path_fails_closed() {
         let outcome = auto(
             app(mounts.clone()),
             json!([host("d", "/mnt/x")]),
-            &Config::default(),
+            &test_config(),
         );
         assert!(cleaned(&outcome).is_empty(), "{sub_path}");
         let outcome = explicit(
             "/work",
             app(mounts),
             json!([host("d", "/mnt/x")]),
-            &Config::default(),
+            &test_config(),
         );
         assert_denied(&outcome, &["subPath"]);
     }
@@ -271,7 +273,7 @@ fn class2_duplicate_mount_paths_after_normalization() {
             {"name": "db", "mountPath": other, "readOnly": true},
         ]);
         let volumes = json!([host("scratch", "/mnt/scratch"), {"name": "db", "persistentVolumeClaim": {"claimName": "db"}}]);
-        let outcome = auto(app(mounts.clone()), volumes.clone(), &Config::default());
+        let outcome = auto(app(mounts.clone()), volumes.clone(), &test_config());
         assert!(cleaned(&outcome).is_empty(), "{other}: {outcome:?}");
         assert!(
             outcome.warnings().contains("two volumes"),
@@ -282,10 +284,10 @@ fn class2_duplicate_mount_paths_after_normalization() {
             "/data",
             app(mounts.clone()),
             volumes.clone(),
-            &Config::default(),
+            &test_config(),
         );
         assert_denied(&outcome, &["/data", "two volumes"]);
-        let outcome = explicit("/data/x", app(mounts), volumes, &Config::default());
+        let outcome = explicit("/data/x", app(mounts), volumes, &test_config());
         assert_denied(&outcome, &["two volumes"]);
     }
 }
@@ -317,14 +319,14 @@ fn class2_relative_mount_path_nested_inside_the_target() {
             {"name": "db", "mountPath": nested},
         ]);
         let volumes = json!([host("scratch", "/mnt/scratch"), {"name": "db", "persistentVolumeClaim": {"claimName": "db"}}]);
-        let outcome = auto(app(mounts.clone()), volumes.clone(), &Config::default());
+        let outcome = auto(app(mounts.clone()), volumes.clone(), &test_config());
         assert!(cleaned(&outcome).is_empty(), "{nested}: {outcome:?}");
         assert!(
             outcome.warnings().contains("/data/db is mounted inside it"),
             "{}",
             outcome.warnings()
         );
-        let outcome = explicit("/data", app(mounts), volumes, &Config::default());
+        let outcome = explicit("/data", app(mounts), volumes, &test_config());
         assert_denied(&outcome, &["mounted inside it at /data/db"]);
     }
 }
@@ -343,14 +345,14 @@ fn class2_unreadable_mount_path_means_no_cleanup_in_that_container() {
             {"name": "db", "mountPath": bad},
         ]);
         let volumes = json!([host("scratch", "/mnt/scratch"), {"name": "db", "persistentVolumeClaim": {"claimName": "db"}}]);
-        let outcome = auto(app(mounts.clone()), volumes.clone(), &Config::default());
+        let outcome = auto(app(mounts.clone()), volumes.clone(), &test_config());
         assert!(cleaned(&outcome).is_empty(), "{bad}: {outcome:?}");
         assert!(
             outcome.warnings().contains("cannot be normalized"),
             "{}",
             outcome.warnings()
         );
-        let outcome = explicit("/data", app(mounts), volumes, &Config::default());
+        let outcome = explicit("/data", app(mounts), volumes, &test_config());
         assert_denied(&outcome, &["cannot be normalized"]);
     }
 }
@@ -360,7 +362,7 @@ fn class2_relative_mount_path_is_still_a_target() {
     let outcome = auto(
         app(json!([{"name": "scratch", "mountPath": "scratch/"}])),
         json!([host("scratch", "/mnt/scratch")]),
-        &Config::default(),
+        &test_config(),
     );
     assert_eq!(cleaned(&outcome), ["/scratch"]);
 }
@@ -377,14 +379,14 @@ fn class3_other_host_path_volume_below_the_target() {
         host("data", "/mnt/data"),
         host("models", "/mnt/data/models")
     ]);
-    let outcome = auto(app(mounts.clone()), volumes.clone(), &Config::default());
+    let outcome = auto(app(mounts.clone()), volumes.clone(), &test_config());
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
     assert!(
         outcome.warnings().contains("/mnt/data/models"),
         "{}",
         outcome.warnings()
     );
-    let outcome = explicit("/data", app(mounts), volumes, &Config::default());
+    let outcome = explicit("/data", app(mounts), volumes, &test_config());
     assert_denied(&outcome, &["/mnt/data/models", "\"models\""]);
 }
 
@@ -397,7 +399,7 @@ fn class3_same_volume_deeper_sub_path_elsewhere() {
     let outcome = auto(
         app(mounts),
         json!([host("data", "/mnt/data")]),
-        &Config::default(),
+        &test_config(),
     );
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
 }
@@ -412,7 +414,7 @@ fn class3_overlap_from_another_container_or_just_declared() {
     let outcome = auto(
         app(json!([{"name": "data", "mountPath": "/data"}])),
         volumes.clone(),
-        &Config::default(),
+        &test_config(),
     );
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
     // Mounted by an init container, through a volume above the target with a subPath.
@@ -432,14 +434,14 @@ fn class3_same_directory_from_another_volume_or_an_unknown_one() {
     let outcome = auto(
         app(json!([{"name": "a", "mountPath": "/a"}])),
         json!([host("a", "/mnt/data"), host("b", "/mnt/data")]),
-        &Config::default(),
+        &test_config(),
     );
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
     // Another volume whose path cannot be read may be anywhere.
     let outcome = auto(
         app(json!([{"name": "a", "mountPath": "/a"}])),
         json!([host("a", "/mnt/data"), {"name": "b", "hostPath": {"path": "relative"}}]),
-        &Config::default(),
+        &test_config(),
     );
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
 }
@@ -464,7 +466,7 @@ fn class3_shared_volumes_that_do_not_overlap_are_cleaned() {
 
 #[test]
 fn class9_allowed_prefixes_apply_to_explicit_paths() {
-    let config = Config::from_yaml("allowedHostPathPrefixes: [/scratch-disks]\n").expect("config");
+    let config = test_config_with("allowedHostPathPrefixes: [/scratch-disks]\n");
     let outcome = explicit(
         "/data/x",
         app(json!([{"name": "d", "mountPath": "/data"}])),
@@ -479,14 +481,17 @@ fn class9_allowed_prefixes_apply_to_explicit_paths() {
         &config,
     );
     assert_eq!(cleaned(&outcome), ["/data/x"]);
-    // Not a hostPath: no host path, the prefixes do not apply.
+    // Not a hostPath: below no prefix, so denied (issue 17 class 5; it was cleaned).
     let outcome = explicit(
         "/cache",
         app(json!([{"name": "c", "mountPath": "/cache"}])),
         json!([{"name": "c", "emptyDir": {}}]),
         &config,
     );
-    assert_eq!(cleaned(&outcome), ["/cache"]);
+    assert_denied(
+        &outcome,
+        &["/cache", "not a hostPath", "allowedHostPathPrefixes"],
+    );
 }
 
 // ---- class 9 (a): an exec'd `/bin/sleep N` counts in the grace estimate ----
@@ -500,11 +505,7 @@ fn class9_exec_bin_sleep_counts_in_the_grace_period() {
     ] {
         let mut container = app(json!([{"name": "d", "mountPath": "/data"}]));
         container["lifecycle"] = json!({"preStop": {"exec": {"command": argv}}});
-        let outcome = auto(
-            container,
-            json!([host("d", "/mnt/data")]),
-            &Config::default(),
-        );
+        let outcome = auto(container, json!([host("d", "/mnt/data")]), &test_config());
         assert_eq!(cleaned(&outcome), ["/data"]);
         // 60 s of sleep + the 30 s cleanup budget + 10 s of shutdown.
         assert_eq!(core_support::grace(&outcome.patched), Some(100), "{argv}");
@@ -580,14 +581,14 @@ fn class1_a_volume_declared_twice_is_never_cleaned() {
     let outcome = auto(
         app(json!([{"name": "d", "mountPath": "/d"}])),
         volumes.clone(),
-        &Config::default(),
+        &test_config(),
     );
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
     let outcome = explicit(
         "/d",
         app(json!([{"name": "d", "mountPath": "/d"}])),
         volumes,
-        &Config::default(),
+        &test_config(),
     );
     assert_denied(&outcome, &["more than once"]);
 }
@@ -597,7 +598,7 @@ fn class2_read_only_that_is_not_a_boolean_is_read_only() {
     let outcome = auto(
         app(json!([{"name": "d", "mountPath": "/d", "readOnly": "true"}])),
         json!([host("d", "/mnt/scratch")]),
-        &Config::default(),
+        &test_config(),
     );
     assert!(cleaned(&outcome).is_empty(), "{outcome:?}");
 }

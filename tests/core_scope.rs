@@ -18,7 +18,7 @@ fn unannotated_objects_are_left_alone_on_mutate_and_injected_on_auto() {
         json!([{"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]);
     worker["volumeMounts"][0]["subPathExpr"] = json!("$(UID)");
     assert_eq!(mutate(plain.clone()).decision.patch, None);
-    let auto = mutate_with(Endpoint::MutateAuto, &Config::default(), plain);
+    let auto = mutate_with(Endpoint::MutateAuto, &test_config(), plain);
     assert_eq!(
         pre_stop_argv(container(&auto.patched, 0))[1..],
         ["hook", "--target", "/scratch", "--host", "/mnt/scratch"],
@@ -40,7 +40,7 @@ fn opt_out_wins_everywhere() {
             json!({"prestop-injector.io/inject": "false", "prestop-injector.io/cleanup": "auto"}),
         );
         assert_eq!(
-            mutate_with(endpoint, &Config::default(), object).decision,
+            mutate_with(endpoint, &test_config(), object).decision,
             Default::default()
         );
     }
@@ -72,14 +72,14 @@ fn other_operations_kinds_and_subresources_are_never_patched() {
         let decision = decide(
             &request(operation, job.clone()),
             Endpoint::MutateAuto,
-            &Config::default(),
+            &test_config(),
         );
         assert_eq!(decision, Default::default(), "{operation:?}");
     }
     let mut status_update = request(Operation::Create, job.clone());
     status_update.sub_resource = Some("status".into());
     assert_eq!(
-        decide(&status_update, Endpoint::MutateAuto, &Config::default()),
+        decide(&status_update, Endpoint::MutateAuto, &test_config()),
         Default::default()
     );
 
@@ -87,14 +87,14 @@ fn other_operations_kinds_and_subresources_are_never_patched() {
     config_map["apiVersion"] = json!("v1");
     config_map["kind"] = json!("ConfigMap");
     assert_eq!(
-        mutate_with(Endpoint::MutateAuto, &Config::default(), config_map).decision,
+        mutate_with(Endpoint::MutateAuto, &test_config(), config_map).decision,
         Default::default()
     );
 
     let mut no_object = request(Operation::Create, job);
     no_object.object = None;
     assert_eq!(
-        decide(&no_object, Endpoint::MutateAuto, &Config::default()),
+        decide(&no_object, Endpoint::MutateAuto, &test_config()),
         Default::default()
     );
 }
@@ -150,7 +150,7 @@ fn every_kind_uses_its_template_path() {
         let decision = decide(
             &request(operation, object.clone()),
             Endpoint::Mutate,
-            &Config::default(),
+            &test_config(),
         );
         let patch = decision
             .patch
@@ -313,8 +313,12 @@ fn explicit_paths_must_be_inside_a_writable_unprotected_mount() {
     ]);
     let cases = [
         ("/scratch/work", None),
-        ("/cache", None),
-        ("/cache/a/b", None),
+        // An emptyDir is below no allowed prefix (issue 17 class 5; it was cleaned).
+        (
+            "/cache",
+            Some("is on volume \"cache\", which is not a hostPath"),
+        ),
+        ("/cache/a/b", Some("which is not a hostPath")),
         ("/scratch/config", Some("read-only mount /scratch/config")),
         ("/scratch", Some("mounted inside it at /scratch/config")),
         ("/ro/x", Some("read-only mount /ro")),
@@ -406,7 +410,8 @@ fn auto_cleans_writable_unprotected_host_path_directories_only() {
             container,
             json!([{"name": "scratch", "hostPath": host_path}]),
         );
-        let outcome = mutate(object);
+        // Every host path allowed: the types and the protected list decide.
+        let outcome = mutate_with(Endpoint::Mutate, &protected_list_only(), object);
         let argv = pre_stop_argv(container_of(&outcome));
         assert_eq!(
             argv.iter().any(|a| a == "/scratch"),
@@ -478,7 +483,7 @@ fn implicit_auto_on_the_auto_endpoint_does_not_warn_when_there_is_nothing_to_cle
         json!({"name": "app", "image": "nginx"}),
         json!([]),
     );
-    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), object);
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), object);
     assert_eq!(outcome.decision, Default::default());
 }
 

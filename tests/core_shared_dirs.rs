@@ -4,10 +4,10 @@
 //! the fix when the object's own pods may share the directory.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::*;
 use prestop_injector::admission::Operation;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::{decide, Endpoint};
 use serde_json::{json, Value};
 
@@ -53,7 +53,7 @@ fn cleaned(object: &Value) -> bool {
 }
 
 fn auto(object: Value) -> Outcome {
-    mutate_with(Endpoint::MutateAuto, &Config::default(), object)
+    mutate_with(Endpoint::MutateAuto, &test_config(), object)
 }
 
 /// Issue 17 class 7 replaced the rule "sole users by kind": an implicit `auto` cleans
@@ -165,7 +165,7 @@ fn class_6_an_explicit_annotation_on_shared_pods_proceeds_and_names_the_fix() {
                 json!({"prestop-injector.io/cleanup": annotation}),
                 spec.clone(),
             );
-            let outcome = mutate_with(endpoint, &Config::default(), object);
+            let outcome = mutate_with(endpoint, &test_config(), object);
             assert!(cleaned(&outcome.patched), "{kind} {annotation}");
             let warning = format!(
                 "container \"app\": /scratch may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
@@ -217,7 +217,7 @@ fn class_6_the_pod_pass_reproduces_the_skip() {
     let decision = decide(
         &request(Operation::Create, pod.clone()),
         Endpoint::MutateAuto,
-        &Config::default(),
+        &test_config(),
     );
     assert_eq!(decision, Default::default());
 

@@ -3,11 +3,11 @@
 //! accept (SPEC §7).
 
 mod core_support;
+use core_support::test_config;
 #[path = "support/deploy.rs"]
 mod deploy;
 
 use core_support::*;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::sidecar_targets;
 use prestop_injector::mutation::Endpoint;
 use serde_json::{json, Value};
@@ -90,7 +90,7 @@ fn assert_mount_list_is_safe(sidecar: &Value) {
 }
 
 #[test]
-fn class_4_a_pvc_of_another_container_is_not_mounted_inside_a_sidecar_target() {
+fn class_4_a_volume_of_another_container_is_not_mounted_inside_a_sidecar_target() {
     for nested in ["/data/keep", "/data/keep/", "//data//keep", "/data/./keep"] {
         pvc_inside_the_target(nested);
     }
@@ -101,8 +101,12 @@ fn pvc_inside_the_target(nested: &str) {
         app("a", json!([{"name": "host", "mountPath": "/data"}])),
         app("b", json!([{"name": "keep", "mountPath": nested}])),
     ]);
-    let volumes = json!([host_path_volume("host", "/mnt/data"),
-        {"name": "keep", "persistentVolumeClaim": {"claimName": "database"}}]);
+    // A PVC was the example before issue 17 class 5; a path on a PVC is no target any
+    // more (below no allowed prefix), so b's own target is a hostPath elsewhere.
+    let volumes = json!([
+        host_path_volume("host", "/mnt/data"),
+        host_path_volume("keep", "/mnt/scratch/keep")
+    ]);
     let outcome = mutate(sidecar_job("/data,/data/keep", containers, volumes));
     let sidecar = sidecar_of(&outcome.patched).expect("a sidecar for container a");
     assert_mount_list_is_safe(sidecar);
@@ -132,8 +136,8 @@ fn class_4_two_volumes_at_one_normalized_path_are_a_conflict() {
         app("b", json!([{"name": "two", "mountPath": "/data/"}])),
     ]);
     let volumes = json!([
-        host_path_volume("one", "/mnt/one"),
-        host_path_volume("two", "/mnt/two")
+        host_path_volume("one", "/mnt/data/one"),
+        host_path_volume("two", "/mnt/data/two")
     ]);
     let outcome = mutate(sidecar_job("auto", containers, volumes));
     let sidecar = sidecar_of(&outcome.patched).expect("a sidecar for container a");
@@ -343,7 +347,7 @@ fn class_8_a_mutated_pod_with_the_sidecar_validates_and_meets_restricted() {
 
 #[test]
 fn class_8_the_auto_endpoint_keeps_the_sidecar_idempotent() {
-    let outcome = mutate_with(Endpoint::MutateAuto, &Config::default(), per_pod_job());
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), per_pod_job());
     assert!(sidecar_of(&outcome.patched).is_some());
 }
 
@@ -384,7 +388,7 @@ fn class_8_what_admission_plugins_add_to_the_sidecar_is_kept() {
         let decision = prestop_injector::mutation::decide(
             &request(prestop_injector::admission::Operation::Create, pod.clone()),
             endpoint,
-            &Config::default(),
+            &test_config(),
         );
         assert_eq!(decision.patch.map(|p| json!(p)), None, "{endpoint:?}");
     }
@@ -405,7 +409,7 @@ fn class_4_a_mount_another_plugin_put_inside_a_sidecar_target_is_never_emptied()
     let decision = prestop_injector::mutation::decide(
         &request(prestop_injector::admission::Operation::Create, pod.clone()),
         Endpoint::Mutate,
-        &Config::default(),
+        &test_config(),
     );
     let mut patched = pod;
     json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();

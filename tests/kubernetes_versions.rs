@@ -3,6 +3,7 @@
 //! 1.30 no preStop `sleep` action is written. `mutate --kubernetes-version` decides the same.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::{container, job, mutate_with, scratch_container, scratch_job, template_spec};
 use prestop_injector::config::{Config, Mode};
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 fn on(version: Option<&str>) -> Config {
     Config {
         kubernetes_version: version.map(|v| v.parse().unwrap()),
-        ..Config::default()
+        ..test_config()
     }
 }
 
@@ -153,10 +154,15 @@ fn mutate_takes_the_kubernetes_version() {
                prestop-injector.io/cleanup: auto\n    prestop-injector.io/mode: sidecar\nspec:\n  \
                template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: app\n        \
                image: busybox:1.37\n        securityContext: {runAsUser: 1000}\n        volumeMounts: [{name: s, mountPath: /scratch}]\n      \
-               volumes: [{name: s, hostPath: {path: /mnt/s}}]\n";
+               volumes: [{name: s, hostPath: {path: /mnt/scratch/s}}]\n";
     let run = |args: &[&str]| {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_prestop-injector"))
             .arg("mutate")
+            // The fixtures' prefixes: without any, nothing is cleaned and no sidecar added.
+            .args([
+                "--config",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/config.yaml"),
+            ])
             .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

@@ -3,10 +3,10 @@
 //! `tests/fixtures/regressions/`, reduced by hand to what triggers the fault.
 
 mod core_support;
+use core_support::test_config;
 
 use core_support::request;
 use prestop_injector::admission::Operation;
-use prestop_injector::config::Config;
 use prestop_injector::mutation::{decide, Endpoint};
 use serde_json::{json, Value};
 
@@ -33,7 +33,7 @@ fn user_init_container_named_like_our_sidecar_is_not_overwritten() {
         let decision = decide(
             &request(Operation::Create, object.clone()),
             endpoint,
-            &Config::default(),
+            &test_config(),
         );
         if let Some(denial) = &decision.denial {
             assert!(

@@ -198,3 +198,52 @@ fn flags_come_from_the_environment_too() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a duration"), "{stderr}");
 }
+
+/// Issue 17 class 5: the start-up log says once whether anything may be deleted, and a
+/// prefix that is `/` or protected stops the server with the key and the entry named.
+#[test]
+fn allow_list_first_is_said_at_start_up() {
+    let serve = |config: &std::path::Path| {
+        let output = Command::new(BIN)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--probe-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--config")
+            .arg(config)
+            .env_remove("PRESTOP_INJECTOR_DEV")
+            .env_remove("PRESTOP_INJECTOR_TLS_CERT")
+            .env_remove("PRESTOP_INJECTOR_TLS_KEY")
+            .output()
+            .unwrap();
+        // No certificate: it stops right after the start-up lines.
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "orphanDelete: warn\n").unwrap();
+    let stderr = serve(&config);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("no allowedHostPathPrefixes configured"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    std::fs::write(&config, "allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
+    let stderr = serve(&config);
+    assert!(
+        stderr.contains("only at or below allowedHostPathPrefixes: /mnt/scratch"),
+        "{stderr}"
+    );
+    for bad in ["/", "/var/lib"] {
+        std::fs::write(&config, format!("allowedHostPathPrefixes: [{bad}]\n")).unwrap();
+        let stderr = serve(&config);
+        assert!(
+            stderr.contains(&format!("allowedHostPathPrefixes entry {bad:?}")),
+            "{stderr}"
+        );
+    }
+}

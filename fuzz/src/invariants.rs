@@ -14,6 +14,8 @@
 //! - the grace period is never lowered;
 //! - every cleanup target we wrote is normalized, never `/`, and at or below a writable
 //!   mount of the container that cleans it;
+//! - every target is on a hostPath volume whose host path lies at or below an
+//!   `allowedHostPathPrefixes` entry (none configured: no target at all; issue 17 class 5);
 //! - no target has another volume at or below it (container side, mount paths read as
 //!   the kubelet reads them; host side, any hostPath view of the pod), and no target's
 //!   host path is inside or contains a protected path (`tests/support/safety_oracle.rs`).
@@ -150,19 +152,24 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
     check_safety(after, config);
 }
 
-/// SPEC §3 (issue 9 classes 1–3): no target has another volume at or below it in the
-/// container that cleans it, no other hostPath view of the pod at or below its host path,
-/// and its host path neither inside nor containing a protected path.
+/// SPEC §3 (issue 17 class 5, issue 9 classes 1–3): every target's host path is at or
+/// below an allowed prefix, no target has another volume at or below it in the container
+/// that cleans it, no other hostPath view of the pod at or below its host path, and its
+/// host path neither inside nor containing a protected path.
 pub fn check_safety(template: &Value, config: &Config) {
     let protected: Vec<String> = config
         .protected_host_paths
         .iter()
         .filter_map(|p| normalize(p))
         .collect();
+    let lists = safety_oracle::Lists {
+        protected: &protected,
+        allowed: &config.allowed_host_path_prefixes,
+    };
     let spec = template.get("spec").unwrap_or(&Value::Null);
     // The sidecar's own merged list (class 4) is checked once the sidecar branch lands:
     // then use `SidecarMounts::Own`.
-    let violations = safety_oracle::violations(spec, &protected, SidecarMounts::SourceContainer);
+    let violations = safety_oracle::violations(spec, lists, SidecarMounts::SourceContainer);
     assert!(
         violations.is_empty(),
         "SPEC §3 violated: {violations:?}\nin {template}"

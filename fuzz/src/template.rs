@@ -342,9 +342,16 @@ impl<'a> Arbitrary<'a> for Case {
         if u.ratio(1, 4)? {
             config.max_grace_seconds = u.int_in_range(0..=600)?;
         }
-        if u.ratio(1, 4)? {
-            config.allowed_host_path_prefixes = vec!["/mnt".to_owned()];
-        }
+        // None (the shipped default: nothing may be cleaned), the generator's scratch
+        // directories, or prefixes wider than the config file accepts ("/", "/mnt"): then
+        // the protected list alone must hold.
+        config.allowed_host_path_prefixes = match u.int_in_range(0..=4u8)? {
+            0 => vec![],
+            1 => vec!["/mnt".to_owned()],
+            2 => vec!["/mnt/a".to_owned(), "/data/".to_owned()],
+            3 => vec!["/".to_owned()],
+            _ => vec!["/tmp/y".to_owned(), "/data".to_owned(), "/var/lib/x".to_owned()],
+        };
         if u.ratio(1, 3)? {
             config.protected_host_paths =
                 vec![pick(u, &["/data/keep", "/mnt/a/b/", "/tmp/y"])?.to_owned()];

@@ -8,7 +8,7 @@ use super::gates::{self, storable};
 use super::hook::{Action, Before, Hook};
 use super::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use super::sidecar::{self, SidecarPlan};
-use super::targets::messages::{auto_warnings, explicit_refusal};
+use super::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
 use super::targets::{self, PathRefusal};
 use super::{grace, image, restarts, sharing, shell_fix, stale_paths};
 use crate::config::{CleanerMode, Config, Mode};
@@ -290,17 +290,25 @@ fn wanted_actions(
                 {
                     match targets::check_explicit(spec, container, path, config) {
                         Ok(()) => per_container[index].push(path.clone()),
+                        // No allowed prefixes: the operator's to fix, not the user's; the
+                        // rest of the mutation (shell fix, grace, ttl) still applies.
+                        Err(other) if other.is_unconfigured() => {
+                            warnings.push(explicit_unconfigured(name_of(container), path, &other));
+                            refusal = other;
+                        }
                         // A safety rule refuses the path for the whole pod, even when
                         // another container could clean it: the user asked for it.
                         Err(other) if !other.is_not_ours() => {
                             return Err(explicit_refusal(paths, path, name_of(container), &other))
                         }
+                        Err(_) if refusal.is_unconfigured() => {}
                         Err(other) => refusal = other,
                     }
                 }
                 if per_container
                     .iter()
                     .all(|paths_of| !paths_of.contains(path))
+                    && !refusal.is_unconfigured()
                 {
                     return Err(explicit_refusal(paths, path, "", &refusal));
                 }

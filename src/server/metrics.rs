@@ -56,6 +56,7 @@ pub struct Metrics {
     cert_expiry: Gauge,
     kubernetes_version_known: Gauge,
     kubernetes_minor_version: Gauge,
+    allowed_host_path_prefixes: Gauge,
     pub in_flight: Gauge,
     pub open_connections: Gauge,
 }
@@ -86,6 +87,7 @@ impl Metrics {
             cert_expiry: Gauge::default(),
             kubernetes_version_known: Gauge::default(),
             kubernetes_minor_version: Gauge::default(),
+            allowed_host_path_prefixes: Gauge::default(),
             in_flight: Gauge::default(),
             open_connections: Gauge::default(),
             registry: Registry::default(),
@@ -145,6 +147,11 @@ impl Metrics {
             "kubernetes_minor_version",
             "Minor version of Kubernetes 1.x the mutations are decided for (assumed or known)",
             metrics.kubernetes_minor_version.clone(),
+        );
+        registry.register(
+            "allowed_host_path_prefixes",
+            "Entries of allowedHostPathPrefixes; 0: nothing that deletes is injected",
+            metrics.allowed_host_path_prefixes.clone(),
         );
         registry.register(
             "in_flight_requests",
@@ -221,6 +228,12 @@ impl Metrics {
     pub fn set_kubernetes_version(&self, minor: u32, known: bool) {
         self.kubernetes_minor_version.set(i64::from(minor));
         self.kubernetes_version_known.set(i64::from(known));
+    }
+
+    /// How many host path prefixes the cleanup may delete below (0: none, nothing is).
+    pub fn set_allowed_host_path_prefixes(&self, count: usize) {
+        self.allowed_host_path_prefixes
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text exposition.

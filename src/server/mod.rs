@@ -42,7 +42,7 @@ pub struct ServeArgs {
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Durations accept 30s, 5m, 1m30s, 200ms or a bare number of seconds.\n\n\
-Try it locally:  prestop-injector serve --dev\n\
+Try it locally:  prestop-injector serve --dev --config examples/config.yaml\n\
 In a cluster:    prestop-injector serve --tls-cert /tls/tls.crt --tls-key /tls/tls.key"
 )]
 pub struct ServeFlags {
@@ -132,6 +132,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     for warning in config.warnings() {
         tracing::warn!(%warning, "configuration");
+    }
+    // Said once, first, where an operator looks: with no prefixes nothing is cleaned.
+    if config.allowed_host_path_prefixes.is_empty() {
+        tracing::warn!("{}", config.allow_list_summary());
+    } else {
+        tracing::info!("{}", config.allow_list_summary());
     }
     let source = tls_source(&args)?;
     let kubernetes_version = match config.kubernetes_version {

@@ -87,6 +87,8 @@ impl Server {
     pub async fn bind(settings: Settings, source: TlsSource) -> anyhow::Result<Server> {
         let provider = tls::provider();
         let metrics = Arc::new(Metrics::new());
+        // 0: nothing that deletes is injected (`serve` also says it in its start-up log).
+        metrics.set_allowed_host_path_prefixes(settings.config.allowed_host_path_prefixes.len());
         let (loaded, reloader) = match &source {
             TlsSource::Files(files) => {
                 let (loaded, cert, key) = tls::load(files, &provider)?;

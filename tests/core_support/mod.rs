@@ -85,7 +85,46 @@ pub fn mutate_with(endpoint: Endpoint, config: &Config, object: Value) -> Outcom
 }
 
 pub fn mutate(object: Value) -> Outcome {
-    mutate_with(Endpoint::Mutate, &Config::default(), object)
+    mutate_with(Endpoint::Mutate, &test_config(), object)
+}
+
+/// The scratch directories the fixtures' hostPath volumes live in (also in
+/// tests/fixtures/config.yaml, for the CLI and the server). The shipped config
+/// allows none (SPEC §3: nothing is deleted until the operator names them), so a test that
+/// expects a cleanup names them, as an operator would.
+pub const TEST_PREFIXES: &[&str] = &[
+    "/mnt/scratch",
+    "/mnt/data",
+    "/mnt/work",
+    "/data",
+    "/scratch",
+    "/test-package",
+];
+
+/// The default configuration plus [`TEST_PREFIXES`]: what most tests decide with.
+pub fn test_config() -> Config {
+    test_config_with("")
+}
+
+/// Every host path allowed (built in code: the config file refuses `/`), so that the
+/// protected list, the second check, decides alone.
+pub fn protected_list_only() -> Config {
+    Config {
+        allowed_host_path_prefixes: vec!["/".to_owned()],
+        ..test_config()
+    }
+}
+
+/// `yaml` parsed (and validated) as the server would; [`TEST_PREFIXES`] are added when it
+/// names no `allowedHostPathPrefixes` of its own.
+pub fn test_config_with(yaml: &str) -> Config {
+    let mut config = Config::from_yaml(yaml).expect("valid config");
+    if config.allowed_host_path_prefixes.is_empty() {
+        let prefixes = TEST_PREFIXES.join(", ");
+        let with_prefixes = format!("{yaml}\nallowedHostPathPrefixes: [{prefixes}]\n");
+        config = Config::from_yaml(&with_prefixes).expect("valid config with prefixes");
+    }
+    config
 }
 
 /// A Job whose single container mounts hostPath volumes; `annotations` on the Job.
@@ -154,7 +193,7 @@ pub fn assert_no_patch_on_either_endpoint(pod: &Value) {
         let decision = decide(
             &request(Operation::Create, pod.clone()),
             endpoint,
-            &Config::default(),
+            &test_config(),
         );
         assert_eq!(decision.patch, None, "{endpoint:?}");
     }
@@ -180,7 +219,7 @@ pub fn strings(items: &[&str]) -> Vec<String> {
 
 /// `cleaner.mode: shell`: the v1 POSIX-sh hook and the busybox sidecar.
 pub fn shell_mode() -> Config {
-    Config::from_yaml("cleaner: {mode: shell}\n").expect("valid config")
+    test_config_with("cleaner: {mode: shell}\n")
 }
 
 /// The installer is first in `initContainers`, restricted, from `cleaner.image`; its

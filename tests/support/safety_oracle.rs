@@ -3,7 +3,9 @@
 //! hostPath volumes. Deliberately written apart from `src/mutation/targets` (small, its
 //! own normalization and its own copy of the protected list), so a bug there cannot hide
 //! here. It may accept a little more than the core (it ignores `env` when two mounts use
-//! the same `subPathExpr`), never less.
+//! the same `subPathExpr`), never less. The allow-list comes first (issue 17 class 5): a
+//! target must be on a hostPath volume whose host path is surely at or below an allowed
+//! prefix.
 #![allow(dead_code)]
 
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
@@ -44,6 +46,15 @@ const TREES: &[&str] = &[
     "/var/roothome",
     "/var/home",
     "/home/kubernetes",
+    "/mnt/stateful_partition",
+    "/local",
+    "/sysroot",
+    "/mnt/k8s-disks",
+    "/mnt/disks",
+    "/var/lib/rook",
+    "/opt/local-path-provisioner",
+    "/var/opt",
+    "/var/lib/prestop-injector",
 ];
 const EXACT: &[&str] = &[
     "/", "/home", "/opt", "/srv", "/var", "/var/lib", "/tmp", "/var/tmp", "/mnt",
@@ -198,8 +209,17 @@ fn protected(host: &Host, extra: &[String]) -> Option<String> {
         .map(|e| (*e).to_owned())
 }
 
+/// The config's lists, as the oracle reads them.
+#[derive(Debug, Clone, Copy)]
+pub struct Lists<'a> {
+    /// `protectedHostPaths`.
+    pub protected: &'a [String],
+    /// `allowedHostPathPrefixes`: none, nothing may be cleaned.
+    pub allowed: &'a [String],
+}
+
 /// Checks one cleaning container (`mounts` are its volumeMounts) and one target.
-fn check(spec: &Value, mounts: &[Value], target: &str, extra: &[String]) -> Result<(), String> {
+fn check(spec: &Value, mounts: &[Value], target: &str, lists: Lists) -> Result<(), String> {
     if target == "/" || clean(target).as_deref() != Some(target) {
         return Err(format!("target {target:?} is / or not normalized"));
     }
@@ -234,7 +254,7 @@ fn check(spec: &Value, mounts: &[Value], target: &str, extra: &[String]) -> Resu
         ));
     }
     let Some(host) = mount_host(spec, own) else {
-        return Ok(());
+        return Err(format!("{target} is not on a hostPath volume"));
     };
     let host = host.map_err(|why| format!("{target}: unknowable host path ({why})"))?;
     let host = match host.open {
@@ -244,7 +264,19 @@ fn check(spec: &Value, mounts: &[Value], target: &str, extra: &[String]) -> Resu
         },
         true => host,
     };
-    if let Some(entry) = protected(&host, extra) {
+    // Open or not, every directory it may be is at or below `known`.
+    if !lists
+        .allowed
+        .iter()
+        .filter_map(|prefix| clean(prefix))
+        .any(|prefix| under(&host.known, &prefix))
+    {
+        return Err(format!(
+            "{target}: host path {host:?} is outside allowedHostPathPrefixes {:?}",
+            lists.allowed
+        ));
+    }
+    if let Some(entry) = protected(&host, lists.protected) {
         return Err(format!(
             "{target}: host path {host:?} overlaps protected {entry}"
         ));
@@ -295,8 +327,8 @@ pub enum SidecarMounts {
 }
 
 /// Every violation of SPEC §3 in a (patched) pod template spec: targets of our exec hooks
-/// and of our sidecar. `protected` is the config's `protectedHostPaths`, normalized.
-pub fn violations(spec: &Value, protected: &[String], sidecar: SidecarMounts) -> Vec<String> {
+/// and of our sidecar.
+pub fn violations(spec: &Value, lists: Lists, sidecar: SidecarMounts) -> Vec<String> {
     let mut found = Vec::new();
     let containers = list(&spec["containers"]);
     for c in &containers {
@@ -308,7 +340,7 @@ pub fn violations(spec: &Value, protected: &[String], sidecar: SidecarMounts) ->
         {
             let mounts = list(&c["volumeMounts"]);
             for t in prestop_injector::mutation::hook::target_paths(&targets) {
-                if let Err(why) = check(spec, &mounts, &t, protected) {
+                if let Err(why) = check(spec, &mounts, &t, lists) {
                     found.push(format!("container {}: {why}", c["name"]));
                 }
             }
@@ -318,10 +350,10 @@ pub fn violations(spec: &Value, protected: &[String], sidecar: SidecarMounts) ->
         let argv = strings(&init["command"]).unwrap_or_default();
         for t in sidecar_targets(&argv).unwrap_or_default() {
             let result = match sidecar {
-                SidecarMounts::Own => check(spec, &list(&init["volumeMounts"]), &t, protected),
+                SidecarMounts::Own => check(spec, &list(&init["volumeMounts"]), &t, lists),
                 SidecarMounts::SourceContainer => containers
                     .iter()
-                    .map(|c| check(spec, &list(&c["volumeMounts"]), &t, protected))
+                    .map(|c| check(spec, &list(&c["volumeMounts"]), &t, lists))
                     .find(Result::is_ok)
                     .unwrap_or_else(|| Err(format!("{t} passes in no app container"))),
             };

@@ -1,6 +1,7 @@
 //! What the user reads when a target is refused: the denial of an explicit path (the
 //! annotation, the value, the path, the reason and what is accepted) and one short
-//! warning per `auto` candidate skipped.
+//! warning per `auto` candidate skipped, or per explicit path left alone because the
+//! operator has set no `allowedHostPathPrefixes`.
 
 use super::{AutoTargets, PathRefusal};
 use crate::mutation::settings::{BadAnnotation, CLEANUP};
@@ -27,8 +28,14 @@ pub(crate) fn explicit_refusal(
             "give each volumeMount its own mountPath without .., or pick containers with prestop-injector.io/containers"
         }
         PathRefusal::BadSubPath { .. } => "use a relative subPath without ..",
-        PathRefusal::Protected { .. } | PathRefusal::NotAllowed { .. } => {
+        PathRefusal::Protected { .. } => {
             "give paths on host directories that are scratch space, not system or protected data"
+        }
+        PathRefusal::NotAllowed { .. } => {
+            "give paths on hostPath volumes below one of those prefixes"
+        }
+        PathRefusal::NotHostPath(_) => {
+            "only hostPath directories below allowedHostPathPrefixes are cleaned; the kubelet removes emptyDirs itself"
         }
         PathRefusal::HostOverlap { .. } | PathRefusal::HiddenVolume { .. } => {
             "give paths whose host directory holds no other volume of the pod"
@@ -55,6 +62,9 @@ pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String>
         .iter()
         .map(|(target, refusal)| {
             fit(match refusal {
+                PathRefusal::NotAllowed { host_path, .. } if refusal.is_unconfigured() => {
+                    unconfigured(container, target, host_path)
+                }
                 PathRefusal::Nested(nested) => format!(
                     "container {container:?}: {target} not cleaned: {nested} is mounted inside it"
                 ),
@@ -65,6 +75,24 @@ pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String>
             })
         })
         .collect()
+}
+
+/// The warning for an explicit path that only the missing `allowedHostPathPrefixes`
+/// keeps from being cleaned.
+pub(crate) fn explicit_unconfigured(container: &str, path: &str, refusal: &PathRefusal) -> String {
+    let host_path = match refusal {
+        PathRefusal::NotAllowed { host_path, .. } => host_path.as_str(),
+        _ => "",
+    };
+    fit(unconfigured(container, path, host_path))
+}
+
+/// The key first, so that cutting long names at 120 characters never hides it.
+fn unconfigured(container: &str, path: &str, host_path: &str) -> String {
+    format!(
+        "no allowedHostPathPrefixes set, nothing is deleted: container {container:?} \
+         {path} (host path {host_path}) not cleaned"
+    )
 }
 
 /// SPEC §8: a warning is at most 120 characters; long names and paths are cut.

@@ -5,8 +5,9 @@
 //! (fail closed) when
 //! - a mount path of that container cannot be read as the kubelet reads it ([`mounts`]),
 //! - another mount of that container is at or below it, or shares its mount's path,
-//! - its host path cannot be known, is inside a protected tree or contains a protected
-//!   entry, or lies outside `allowedHostPathPrefixes` ([`protection`]),
+//! - its host path lies outside `allowedHostPathPrefixes` (none configured: every host
+//!   path does), cannot be known, is inside a protected tree or contains a protected
+//!   entry ([`protection`]),
 //! - another view of a hostPath volume of the pod (any container, or just declared) has a
 //!   host path at or below it ([`host`]).
 //!
@@ -29,7 +30,8 @@ pub use mounts::{
     BadMount, Mount, SubPath,
 };
 pub use protection::{
-    is_allowed, is_protected_host_path, protected_entry, PROTECTED_EXACT, PROTECTED_TREES,
+    is_allowed, is_protected_host_path, prefix_refusal, protected_entry, PROTECTED_EXACT,
+    PROTECTED_TREES, REAPER_STATE_TREE,
 };
 
 use crate::config::Config;
@@ -55,8 +57,15 @@ pub enum PathRefusal {
     BadSubPath { mount: String, sub_path: String },
     /// The host path is inside or contains a protected entry.
     Protected { host_path: String, entry: String },
-    /// `allowedHostPathPrefixes` is set and the host path is under none of them.
-    NotAllowed { host_path: String },
+    /// The host path is under no `allowedHostPathPrefixes` entry; `prefixes` are the
+    /// configured ones, empty when the operator has named none (then nothing is cleaned).
+    NotAllowed {
+        host_path: String,
+        prefixes: Vec<String>,
+    },
+    /// An explicit path on a volume that is not a hostPath (emptyDir, PVC, CSI…): only
+    /// host directories below `allowedHostPathPrefixes` are ever cleaned.
+    NotHostPath(String),
     /// `auto` only: the pod has a volume whose host directory the webhook cannot see (a
     /// PVC, ephemeral, CSI or flex volume); it may lie inside this hostPath target.
     HiddenVolume { volume: String, source: String },
@@ -73,6 +82,12 @@ impl PathRefusal {
     /// every other refusal is a safety rule and denies an explicit path.
     pub fn is_not_ours(&self) -> bool {
         matches!(self, PathRefusal::NotMounted | PathRefusal::ReadOnly(_))
+    }
+
+    /// Whether the only thing missing is the operator's `allowedHostPathPrefixes`: the
+    /// user can do nothing about it, so an explicit path gets a warning, not a denial.
+    pub fn is_unconfigured(&self) -> bool {
+        matches!(self, PathRefusal::NotAllowed { prefixes, .. } if prefixes.is_empty())
     }
 
     /// The reason, as the end of a sentence starting with the path.
@@ -104,8 +119,21 @@ impl PathRefusal {
                     "is host path {host_path}, which holds the protected host directory {entry}"
                 )
             }
-            PathRefusal::NotAllowed { host_path } => {
-                format!("is host path {host_path}, outside allowedHostPathPrefixes")
+            PathRefusal::NotAllowed {
+                host_path,
+                prefixes,
+            } if prefixes.is_empty() => {
+                format!("is host path {host_path}: no allowedHostPathPrefixes are set, so nothing is cleaned")
+            }
+            PathRefusal::NotAllowed {
+                host_path,
+                prefixes,
+            } => format!(
+                "is host path {host_path}, outside allowedHostPathPrefixes ({})",
+                prefixes.join(", ")
+            ),
+            PathRefusal::NotHostPath(volume) => {
+                format!("is on volume {volume:?}, which is not a hostPath")
             }
             PathRefusal::HiddenVolume { volume, source } => {
                 format!("may hold volume {volume:?} ({source}); name it in cleanup to clean it")
@@ -164,6 +192,7 @@ pub fn check_target(
             sub_path,
         })?
         .join(&target[mount.path.len()..]);
+    // Both checks refuse; when both apply, the protected entry is named: it says why.
     if let Some(entry) = protected_entry(&host, config) {
         return Err(PathRefusal::Protected {
             host_path: host.display(),
@@ -173,6 +202,7 @@ pub fn check_target(
     if !protection::is_allowed(&host, config) {
         return Err(PathRefusal::NotAllowed {
             host_path: host.display(),
+            prefixes: config.allowed_host_path_prefixes.clone(),
         });
     }
     let own = (mount.volume, &mount.sub_path);
@@ -280,7 +310,14 @@ pub fn check_explicit(
     // container with one refuses every path.
     let mounts =
         container_mounts(container).map_err(|bad| PathRefusal::BadMountPath(bad.mount_path))?;
-    check_target(spec, &mounts, path, config).map(|_| ())
+    match check_target(spec, &mounts, path, config)? {
+        Some(_) => Ok(()),
+        // Not a host directory, so under no allowed prefix (SPEC §3: non-hostPath volumes
+        // are never targets). `check_target` found the mount, so `mount_of` does too.
+        None => Err(PathRefusal::NotHostPath(
+            mount_of(&mounts, path).map_or_else(String::new, |m| m.volume.to_owned()),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -301,7 +338,7 @@ mod tests {
                 {"name": "db", "persistentVolumeClaim": {"claimName": "db"}},
             ],
         });
-        let config = Config::default();
+        let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]").unwrap();
         let [a, b] = [&spec["containers"][0], &spec["containers"][1]];
         let own = container_mounts(a).unwrap();
         let host = check_target(&spec, &own, "/data", &config).unwrap();

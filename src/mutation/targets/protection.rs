@@ -1,4 +1,9 @@
-//! Host directories that are never cleaned, and the ones that may be (SPEC §3).
+//! Host directories that may be cleaned, and the ones that never are (SPEC §3).
+//!
+//! **The allow-list first.** No list of names can be complete (every distribution has its
+//! own layout), so only host paths at or below an `allowedHostPathPrefixes` entry are ever
+//! cleaned, and with none configured (the shipped default) nothing is. The protected list
+//! stays as the second check inside the allowed prefixes.
 //!
 //! A protected entry protects what is above it too: emptying `/data` empties
 //! `/data/keep`. So a host path is refused when it is inside a protected tree **or
@@ -12,6 +17,14 @@ use crate::config::Config;
 /// drivers, and host directories that are symlinks on common distros (`/var/lock` →
 /// `/run/lock`, `/var/roothome` and `/var/home` on Fedora CoreOS / RHCOS): cleaning
 /// through a symlink cleans its target.
+///
+/// Trees, not exact entries, for the distribution layouts at the end: everything below
+/// them is node or storage state under another name (`/mnt/stateful_partition/var/lib/
+/// kubelet` on COS, `/local/var/…` behind Bottlerocket's `/var`, the OSTree deployments
+/// under `/sysroot`), a PV's data (`/opt/local-path-provisioner/pvc-…`, `/mnt/disks/ssd0`
+/// on GKE, `/mnt/k8s-disks/0` on EKS, which also holds containerd and the kubelet when the
+/// instance store is used for them), a storage daemon's own state (`/var/lib/rook`), a
+/// package's variable data (`/var/opt/<package>`, FHS), or the reaper's state file.
 pub const PROTECTED_TREES: &[&str] = &[
     "/bin",
     "/boot",
@@ -47,7 +60,20 @@ pub const PROTECTED_TREES: &[&str] = &[
     "/var/roothome",
     "/var/home",
     "/home/kubernetes",
+    "/mnt/stateful_partition",
+    "/local",
+    "/sysroot",
+    "/mnt/k8s-disks",
+    "/mnt/disks",
+    "/var/lib/rook",
+    "/opt/local-path-provisioner",
+    "/var/opt",
+    REAPER_STATE_TREE,
 ];
+
+/// Where the reaper keeps its state file (its `--state-file` default lies below): a
+/// cleanup that emptied it would make the reaper forget what it owes.
+pub const REAPER_STATE_TREE: &str = "/var/lib/prestop-injector";
 
 /// Directories that protect only themselves: their subdirectories (`/var/lib/myjob`,
 /// `/tmp/job`, `/mnt/scratch`) are where scratch space usually lives.
@@ -92,14 +118,39 @@ pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
         .map(|entry| (*entry).to_owned())
 }
 
-/// With `allowedHostPathPrefixes` set, whether the host path lies under one of them.
+/// Whether every directory the host path may be lies at or below an
+/// `allowedHostPathPrefixes` entry. None configured: nothing is allowed.
 pub fn is_allowed(host: &HostPath, config: &Config) -> bool {
-    let allowed = &config.allowed_host_path_prefixes;
-    allowed.is_empty()
-        || allowed
-            .iter()
-            .filter_map(|prefix| normalize(prefix))
-            .any(|prefix| host.surely_below(&prefix))
+    config
+        .allowed_host_path_prefixes
+        .iter()
+        .filter_map(|prefix| normalize(prefix))
+        .any(|prefix| host.surely_below(&prefix))
+}
+
+/// Why `prefix`, an `allowedHostPathPrefixes` entry, may not be one, as the end of a
+/// sentence starting with it; `None` when it may. A prefix is a directory the cleanup
+/// could itself empty: absolute, without `..`, and neither `/`, nor inside a protected
+/// tree, nor holding a built-in protected entry (`/var/lib` holds `/var/lib/kubelet`,
+/// `/mnt` is protected itself): allowing one of those would make the second check the
+/// only one. `protectedHostPaths` inside a prefix are fine: they are the operator's own
+/// exceptions to it (allow `/data`, keep `/data/keep`).
+pub fn prefix_refusal(prefix: &str) -> Option<String> {
+    let Some(path) = normalize(prefix) else {
+        return Some("is not an absolute path without ..".to_owned());
+    };
+    let host = HostPath {
+        known: path.clone(),
+        open: None,
+    };
+    let entry = protected_entry(&host, &Config::default())?;
+    Some(if entry == path {
+        "is itself protected".to_owned()
+    } else if super::mounts::is_at_or_below(&path, &entry) {
+        format!("is inside the protected host directory {entry}")
+    } else {
+        format!("holds the protected host directory {entry}")
+    })
 }
 
 /// Whether `path` is a (normalized) host path that must never be cleaned.
