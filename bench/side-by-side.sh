@@ -205,7 +205,7 @@ LOADED=""
 above "${LOAD_BEFORE%% *}" "$MAX_LOAD" && LOADED=" — **LOADED machine (load ${LOAD_BEFORE%% *} > $MAX_LOAD): noisy, do not compare with goals**"
 cat <<EOF
 
-### Side by side, $(date -u +%Y-%m-%d) $LOADED
+### Side by side, $(date -u +%Y-%m-%d)$LOADED
 
 **Machine:** nproc $(nproc); $(lscpu 2>/dev/null | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'); $(uname -srm);
 $(rustc --version 2>/dev/null || echo rustc ?); $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}').
@@ -219,8 +219,8 @@ default logging; the same certificate for all.
 |---|---|---|---|---|---|---|---|---|---|
 EOF
 for name in "${SERVERS[@]}"; do
-  printf '| %s | **%.0f** | %s | %s ms | %s | %s / %s MiB | %s ms | %s | %s | %s |\n' \
-    "$(label "$name")" "$(median "${RPS[$name]}")" "$(printf '%.0f ' ${RPS[$name]})" \
+  printf '| %s | **%.0f** | %s | %.2f ms | %s | %s / %s MiB | %s ms | %s | %s | %s |\n' \
+    "$(label "$name")" "$(median "${RPS[$name]}")" "$(printf '%.0f ' ${RPS[$name]} | sed 's/ $//')" \
     "$(median "${P99[$name]}")" "$(median "${PER_CPU[$name]}")" \
     "$(kib VmRSS "${PID[$name]}")" "$(kib VmHWM "${PID[$name]}")" "${READY_MS[$name]}" \
     "$(wc -l <"${LOG[$name]}")" "${ANSWER[$name]}" "${ERRORS[$name]}"
