@@ -247,3 +247,48 @@ fn allow_list_first_is_said_at_start_up() {
         );
     }
 }
+
+/// A newcomer's first minute (`serve --dev` from the README): no warning about a missing
+/// kubeconfig, one short line saying which Kubernetes version is assumed.
+#[test]
+fn dev_mode_says_which_kubernetes_version_it_assumes_and_warns_of_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let child = Command::new(BIN)
+        .args(["serve", "--dev", "--config", "examples/config.yaml"])
+        .args(["--listen", "127.0.0.1:0", "--probe-listen", "127.0.0.1:0"])
+        .args(["--log-format", "json"])
+        .arg("--dev-ca-file")
+        .arg(dir.path().join("ca.pem"))
+        .env_remove("RUST_LOG")
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Running(child);
+    let stderr = lines_of(child.0.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    loop {
+        let line = stderr
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("no serving line: {seen:#?}"));
+        let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        let done = entry["message"] == "serving admission reviews";
+        seen.push(entry);
+        if done {
+            break;
+        }
+    }
+    let warnings: Vec<_> = seen.iter().filter(|e| e["level"] != "INFO").collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    let assumed: Vec<_> = seen
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .filter(|m| m.starts_with("--dev: assuming Kubernetes 1.20"))
+        .collect();
+    assert_eq!(assumed.len(), 1, "{seen:#?}");
+    assert!(!assumed[0].contains('\n') && assumed[0].len() <= 100, "{}", assumed[0]);
+}

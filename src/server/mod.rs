@@ -8,7 +8,8 @@
 //! [`version`] (the cluster's Kubernetes version, learned from the API server).
 
 use crate::config::Config;
-use std::net::SocketAddr;
+use crate::kube_version;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -46,16 +47,14 @@ Try it locally:  prestop-injector serve --dev --config examples/config.yaml\n\
 In a cluster:    prestop-injector serve --tls-cert /tls/tls.crt --tls-key /tls/tls.key"
 )]
 pub struct ServeFlags {
-    /// Address of the HTTPS admission endpoints (/mutate, /mutate/auto, /validate).
-    #[arg(long, env = "PRESTOP_INJECTOR_LISTEN", default_value = "0.0.0.0:8443")]
-    pub listen: SocketAddr,
-    /// Address of the plain-HTTP probe port (/healthz, /readyz, /metrics).
-    #[arg(
-        long,
-        env = "PRESTOP_INJECTOR_PROBE_LISTEN",
-        default_value = "0.0.0.0:8080"
-    )]
-    pub probe_listen: SocketAddr,
+    /// Address of the HTTPS admission endpoints (/mutate, /mutate/auto, /validate)
+    /// [default: 0.0.0.0:8443; 127.0.0.1:8443 with --dev].
+    #[arg(long, env = "PRESTOP_INJECTOR_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Address of the plain-HTTP probe port (/healthz, /readyz, /metrics)
+    /// [default: 0.0.0.0:8080; 127.0.0.1:8080 with --dev].
+    #[arg(long, env = "PRESTOP_INJECTOR_PROBE_LISTEN")]
+    pub probe_listen: Option<SocketAddr>,
     /// Serving certificate (PEM, leaf first). Reloaded when it changes, without restart.
     #[arg(
         long,
@@ -139,16 +138,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         tracing::info!("{}", config.allow_list_summary());
     }
-    let source = tls_source(&args)?;
+    let (listen, probe_listen) = listen_addresses(&args);
+    let source = tls_source(&args, listen)?;
     let kubernetes_version = match config.kubernetes_version {
         Some(version) => VersionSource::Fixed(version),
+        // A developer's machine has no cluster to ask: say what is assumed, in one line,
+        // instead of a warning about a missing kubeconfig.
+        None if args.dev => VersionSource::Assumed(kube_version::OLDEST_SUPPORTED),
         None => VersionSource::Discover {
             refresh: args.kubernetes_version_refresh.max(Duration::from_secs(1)),
         },
     };
     let settings = Settings {
-        listen: args.listen,
-        probe_listen: args.probe_listen,
+        listen,
+        probe_listen,
         config,
         max_body_bytes: args.max_body_bytes,
         request_timeout: args.request_timeout,
@@ -192,13 +195,27 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-fn tls_source(args: &ServeFlags) -> anyhow::Result<TlsSource> {
+/// The HTTPS and probe addresses: every interface in a cluster, loopback only with
+/// `--dev` (a throwaway certificate is no reason to serve the network).
+fn listen_addresses(args: &ServeFlags) -> (SocketAddr, SocketAddr) {
+    let host = if args.dev {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    (
+        args.listen.unwrap_or(SocketAddr::new(host, 8443)),
+        args.probe_listen.unwrap_or(SocketAddr::new(host, 8080)),
+    )
+}
+
+fn tls_source(args: &ServeFlags, listen: SocketAddr) -> anyhow::Result<TlsSource> {
     if args.dev {
         let path = args
             .dev_ca_file
             .clone()
             .unwrap_or_else(|| std::env::temp_dir().join("prestop-injector-dev-ca.pem"));
-        return dev::tls(&path, args.listen);
+        return dev::tls(&path, listen);
     }
     match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Ok(TlsSource::Files(tls::CertFiles {
@@ -210,5 +227,48 @@ fn tls_source(args: &ServeFlags) -> anyhow::Result<TlsSource> {
              `prestop-injector certs` or a cert-manager Secret), or --dev to generate a \
              throwaway one for local use"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: ServeFlags,
+    }
+
+    fn addresses(args: &[&str]) -> (String, String) {
+        let cli = Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .expect("flags parse");
+        let (listen, probe) = listen_addresses(&cli.flags);
+        (listen.to_string(), probe.to_string())
+    }
+
+    /// `--dev` serves a throwaway certificate: loopback only, unless told otherwise.
+    #[test]
+    fn dev_mode_listens_on_loopback_only() {
+        // The environment may set the flags (PRESTOP_INJECTOR_LISTEN); these tests
+        // are about the defaults.
+        if std::env::var_os("PRESTOP_INJECTOR_LISTEN").is_some()
+            || std::env::var_os("PRESTOP_INJECTOR_PROBE_LISTEN").is_some()
+        {
+            panic!("unset PRESTOP_INJECTOR_LISTEN / PRESTOP_INJECTOR_PROBE_LISTEN to run this test");
+        }
+        assert_eq!(
+            addresses(&["--dev"]),
+            ("127.0.0.1:8443".into(), "127.0.0.1:8080".into())
+        );
+        assert_eq!(
+            addresses(&[]),
+            ("0.0.0.0:8443".into(), "0.0.0.0:8080".into())
+        );
+        assert_eq!(
+            addresses(&["--dev", "--listen", "0.0.0.0:9443"]),
+            ("0.0.0.0:9443".into(), "127.0.0.1:8080".into())
+        );
     }
 }

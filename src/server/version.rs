@@ -26,6 +26,8 @@ pub enum VersionSource {
     Config,
     /// `kubernetesVersion` from the config file.
     Fixed(KubeVersion),
+    /// `serve --dev` without `kubernetesVersion`: no cluster is asked.
+    Assumed(KubeVersion),
     /// Ask the API server, at start and every `refresh`.
     Discover { refresh: Duration },
 }
@@ -45,6 +47,11 @@ pub async fn start(
         VersionSource::Fixed(version) => {
             set(state, version, true);
             tracing::info!(kubernetes_version = %version, "Kubernetes version from kubernetesVersion in the config; {}", features(version));
+            None
+        }
+        VersionSource::Assumed(version) => {
+            set(state, version, false);
+            tracing::info!("--dev: assuming Kubernetes {version} (set kubernetesVersion in --config to change it)");
             None
         }
         VersionSource::Discover { refresh } => {
