@@ -209,8 +209,9 @@ pub(crate) fn match_host(
             escape(host_mount)
         ));
     }
-    // The root starts with '/', so a match at the end is a match of whole components.
-    if host_mount.ends_with(&mount.root) {
+    // A root that starts with '/' matches at the end only as whole components; one that
+    // does not (a pseudo filesystem's `net:[…]`) is no directory of the node at all.
+    if mount.root.starts_with(b"/") && host_mount.ends_with(&mount.root) {
         Ok(())
     } else {
         Err(mismatch())
@@ -324,6 +325,8 @@ mod tests {
             match_host(host, suffix.as_bytes(), &mount(root, "/data"), false)
         };
         assert_eq!(ok("/mnt/scratch/cache", "", "/mnt/scratch/cache"), Ok(()));
+        // A pseudo filesystem's root is no directory of the node, whatever the host path.
+        assert!(ok("/mnt/net:[4026532321]", "", "net:[4026532321]").is_err());
         // /mnt/scratch is its own disk: the mount's root is the path below it.
         assert_eq!(ok("/mnt/scratch/cache", "", "/cache"), Ok(()));
         assert_eq!(

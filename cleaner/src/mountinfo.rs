@@ -67,7 +67,7 @@ fn parse_line(line: &[u8]) -> Result<MountEntry, &'static str> {
     let minor = number(&device[colon + 1..])
         .and_then(|n| u32::try_from(n).ok())
         .ok_or("bad minor")?;
-    let root = path(next("no root")?).ok_or("bad root")?;
+    let root = root(next("no root")?).ok_or("bad root")?;
     let mount_point = path(next("no mount point")?).ok_or("bad mount point")?;
     next("no mount options")?;
     // Optional fields (`shared:N`, `master:N`, …), ended by a lone `-`.
@@ -100,6 +100,29 @@ fn number(field: &[u8]) -> Option<u64> {
         return None;
     }
     std::str::from_utf8(field).ok()?.parse().ok()
+}
+
+/// The `root` field, unescaped: a path of the mount's filesystem, or for a pseudo
+/// filesystem whose mounts are files the kernel's own name for it (an nsfs bind mount of
+/// a network namespace shows `net:[4026532321]`). Such a root is kept as it is: it never
+/// matches an expected host path (see `identity`), and refusing the whole file for it
+/// would refuse every target of a node that bind-mounts namespaces (CNI plugins do).
+fn root(field: &[u8]) -> Option<Vec<u8>> {
+    path(field).or_else(|| namespace_name(field).then(|| field.to_vec()))
+}
+
+/// `net:[4026532321]`: a lowercase name, a colon, an inode number in brackets.
+fn namespace_name(field: &[u8]) -> bool {
+    let Some(colon) = field.iter().position(|&b| b == b':') else {
+        return false;
+    };
+    let (name, rest) = (&field[..colon], &field[colon + 1..]);
+    !name.is_empty()
+        && name.iter().all(|b| b.is_ascii_lowercase() || *b == b'_')
+        && rest.len() > 2
+        && rest.starts_with(b"[")
+        && rest.ends_with(b"]")
+        && rest[1..rest.len() - 1].iter().all(u8::is_ascii_digit)
 }
 
 /// An absolute path field, unescaped.
@@ -175,6 +198,28 @@ mod tests {
             (&b"/mnt1"[..], &b"/mnt2"[..])
         );
         assert_eq!(proc5.fs_type, "ext3");
+    }
+
+    #[test]
+    fn a_namespace_bind_mount_has_a_root_that_is_no_path() {
+        let line = b"78 47 0:4 net:[4026532321] /run/netns/cni-f29e rw - nsfs nsfs rw\n";
+        let entries = parse(line).unwrap();
+        assert_eq!(entries[0].root, b"net:[4026532321]");
+        assert_eq!(entries[0].mount_point, b"/run/netns/cni-f29e");
+        assert!(parse(b"78 47 0:4  /run/netns/x rw - nsfs nsfs rw\n").is_err());
+        for bad in [
+            &b"net:[]"[..],
+            b"net:[12",
+            b":[12]",
+            b"Net:[1]",
+            b"net:[1a]",
+            b"net[1]",
+        ] {
+            let mut line = b"78 47 0:4 ".to_vec();
+            line.extend_from_slice(bad);
+            line.extend_from_slice(b" /run/netns/x rw - nsfs nsfs rw\n");
+            assert!(parse(&line).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]
