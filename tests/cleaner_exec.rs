@@ -55,7 +55,8 @@ fn tool(name: &str) -> String {
         .unwrap_or_else(|| panic!("{name} not found"))
 }
 
-/// The host path of the `/scratch` volume in these pods.
+/// The host path of the `/scratch` volume in these pods: exactly an allowed prefix of the
+/// test config, so the hook says the mount may be a whole filesystem's root.
 const HOST: &str = "/mnt/scratch";
 
 /// Runs the rendered hook with `/scratch` and its host path `/mnt/scratch` both mapped
@@ -84,7 +85,17 @@ fn a_fresh_hook_empties_the_target_and_nothing_else() {
     let tree = Tree::new();
     tree.fill(&tree.target);
     let argv = rendered_hook(DISTROLESS, None, auto());
-    assert_eq!(argv[1..], ["hook", "--target", "/scratch", "--host", HOST]);
+    assert_eq!(
+        argv[1..],
+        [
+            "hook",
+            "--target",
+            "/scratch",
+            "--host",
+            HOST,
+            "--whole-filesystem"
+        ]
+    );
     let output = run(binary, &tree, &argv);
     assert!(output.status.success(), "{}", stderr(&output));
     tree.assert_clean(&tree.target, "prestop-clean");
@@ -148,8 +159,16 @@ fn the_users_own_hook_runs_first_with_its_exact_argv_and_no_shell() {
         auto(),
     );
     assert_eq!(
-        argv[1..7],
-        ["hook", "--target", "/scratch", "--host", HOST, "--"]
+        argv[1..8],
+        [
+            "hook",
+            "--target",
+            "/scratch",
+            "--host",
+            HOST,
+            "--whole-filesystem",
+            "--"
+        ]
     );
     let output = run(binary, &tree, &argv);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -273,7 +292,8 @@ fn the_sidecar_cleans_on_sigterm_and_exits_0() {
             "--target",
             "/scratch",
             "--host",
-            HOST
+            HOST,
+            "--whole-filesystem"
         ]
     );
     let paths = [("/scratch", &*tree.target), (HOST, &*tree.target)];

@@ -40,6 +40,7 @@ fn v1_shell_hooks_are_rebuilt_into_program_hooks_never_wrapped() {
             "/scratch",
             "--host",
             "/mnt/scratch",
+            "--whole-filesystem",
             "--",
             "/bin/echo",
             "bye"
@@ -116,7 +117,8 @@ fn the_busybox_sidecar_is_replaced_by_the_program() {
             "--target",
             "/scratch",
             "--host",
-            "/mnt/scratch"
+            "/mnt/scratch",
+            "--whole-filesystem"
         ])
     );
     assert_eq!(
@@ -329,6 +331,7 @@ fn shell_less_images_get_the_program_around_their_own_hook() {
             "/scratch",
             "--host",
             "/mnt/scratch",
+            "--whole-filesystem",
             "--",
             "/usr/sbin/nginx",
             "-s",

@@ -168,7 +168,8 @@ fn a_sleep_action_becomes_sleep_then_cleanup() {
             "--target",
             "/scratch",
             "--host",
-            "/mnt/scratch"
+            "/mnt/scratch",
+            "--whole-filesystem"
         ])
     );
     assert_eq!(container.pointer("/lifecycle/preStop/sleep"), None);

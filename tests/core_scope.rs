@@ -21,7 +21,13 @@ fn unannotated_objects_are_left_alone_on_mutate_and_injected_on_auto() {
     let auto = mutate_with(Endpoint::MutateAuto, &test_config(), plain);
     assert_eq!(
         pre_stop_argv(container(&auto.patched, 0))[1..],
-        ["hook", "--target", "/scratch", "--host", "/mnt/scratch"],
+        [
+            "hook",
+            "--target",
+            "/scratch",
+            "--host",
+            "/mnt/scratch/$(UID)"
+        ],
         "{:?}",
         auto.patched
     );
