@@ -214,7 +214,11 @@ impl Sandbox {
             .stderr(fs::File::create(&stderr).expect("stderr file"))
             .spawn()
             .expect("spawn unshare");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // A deadline for hangs, not for slowness: a script that runs `rm -rf /*` (the
+        // corpus has some) walks every read-only file of the host's /usr bound in here
+        // (5.7 GB with Go and the cloud SDK on CI's machine), seen taking 27-33 s on two
+        // busy cores.
+        let deadline = Instant::now() + Duration::from_secs(90);
         let status = loop {
             if let Some(status) = child.try_wait().expect("wait") {
                 break status.code();
