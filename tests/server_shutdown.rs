@@ -290,5 +290,9 @@ fn dev_mode_says_which_kubernetes_version_it_assumes_and_warns_of_nothing() {
         .filter(|m| m.starts_with("--dev: assuming Kubernetes 1.20"))
         .collect();
     assert_eq!(assumed.len(), 1, "{seen:#?}");
-    assert!(!assumed[0].contains('\n') && assumed[0].len() <= 100, "{}", assumed[0]);
+    assert!(
+        !assumed[0].contains('\n') && assumed[0].len() <= 100,
+        "{}",
+        assumed[0]
+    );
 }

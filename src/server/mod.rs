@@ -256,7 +256,9 @@ mod tests {
         if std::env::var_os("PRESTOP_INJECTOR_LISTEN").is_some()
             || std::env::var_os("PRESTOP_INJECTOR_PROBE_LISTEN").is_some()
         {
-            panic!("unset PRESTOP_INJECTOR_LISTEN / PRESTOP_INJECTOR_PROBE_LISTEN to run this test");
+            panic!(
+                "unset PRESTOP_INJECTOR_LISTEN / PRESTOP_INJECTOR_PROBE_LISTEN to run this test"
+            );
         }
         assert_eq!(
             addresses(&["--dev"]),
