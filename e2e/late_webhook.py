@@ -25,7 +25,7 @@ class Handler(BaseHTTPRequestHandler):
                     "name": "late", "image": "busybox:1.37", "command": ["sh", "-c", "sleep 5"],
                     "volumeMounts": [{"name": "late", "mountPath": "/late"}]}},
                 {"op": "add", "path": "/spec/template/spec/volumes/-", "value": {
-                    "name": "late", "hostPath": {"path": "/mnt/late", "type": "DirectoryOrCreate"}}},
+                    "name": "late", "hostPath": {"path": "/mnt/scratch/late", "type": "DirectoryOrCreate"}}},
             ]
             response["patchType"] = "JSONPatch"
             response["patch"] = base64.b64encode(json.dumps(patch).encode()).decode()
