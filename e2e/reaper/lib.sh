@@ -105,7 +105,9 @@ is_emptied() { [[ -d "$1" && ! -L "$1" && "$(entries "$1")" == 0 ]]; }
 untouched() { [[ -f "$1/file" && -f "$1/.dot-file" && -f "$1/nested/.inner-dot" && -f "$1/nested/deeper/leaf" ]]; }
 
 # A Pod on node-a mounting host path $2 at /scratch. $3: the annotations (flow mapping
-# body); injected with `prestop-injector.io/cleanup: auto` by default.
+# body); injected with `prestop-injector.io/cleanup: auto` by default. `restartPolicy:
+# Never`: only there is a container's stop its pod's end, so only there does the webhook
+# inject an exec-hook cleanup.
 pod() { # name host-path [annotations]
   cat <<EOF
 apiVersion: v1
@@ -116,6 +118,7 @@ metadata:
   annotations: {${3-"prestop-injector.io/cleanup": auto}}
 spec:
   nodeName: $NODE
+  restartPolicy: Never
   containers:
   - name: app
     image: busybox:1.37
