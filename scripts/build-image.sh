@@ -29,10 +29,14 @@ if ! command -v buildah >/dev/null; then
 fi
 
 work=$(mktemp -d /tmp/prestop-image.XXXXXX)
+# buildah keeps its blob-info cache in /var/lib/containers/cache (root) whatever --root
+# says, and may create /run/containers: removed again when this run created them.
+created=()
+for d in /var/lib/containers /run/containers; do [[ -e "$d" ]] || created+=("$d"); done
 cleanup() {
   # The vfs layers may hold read-only directories (the image's); make them removable.
   chmod -R u+w "$work" 2>/dev/null
-  rm -rf "$work"
+  rm -rf "$work" "${created[@]}"
 }
 trap cleanup EXIT
 
@@ -57,6 +61,8 @@ if [[ -s "$archive" && "$(cat "$name_file" 2>/dev/null)" == "$IMAGE" ]]; then
 fi
 
 t0=$(date +%s)
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 bah=(buildah --root "$work/storage" --runroot "$work/run" --storage-driver vfs)
 "${bah[@]}" bud --quiet --layers=false --pull=never --build-arg BINARIES=prebuilt \
   -f "$PWD/Dockerfile" -t "$IMAGE" "$ctx" >&2
@@ -74,7 +80,7 @@ if ! out=$(chroot --userspec=65532:65532 "$root" /usr/local/bin/prestop-injector
   exit 1
 fi
 log "runs in the image's empty root: $out"
-user=$("${bah[@]}" inspect --format '{{.OCIv1.Config.User}}' "$IMAGE")
+user=$("${bah[@]}" inspect --type image --format '{{.OCIv1.Config.User}}' "$IMAGE")
 [[ "$user" == 65532:65532 ]] || { log "image user is '$user', not 65532:65532"; exit 1; }
 "${bah[@]}" umount "$ctr" >/dev/null
 "${bah[@]}" rm "$ctr" >/dev/null

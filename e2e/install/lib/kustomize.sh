@@ -19,6 +19,7 @@
 #   --shutdown-delay (not ready, still serving) is then all that covers the endpoint
 #   removal in a rollout;
 # - the PDB is `policy/v1beta1` (`policy/v1` is 1.21);
+# - the reaper DaemonSet's `maxSurge: 0` is removed (1.22; 0 is what 1.20 does anyway);
 # - namespaces get the `kubernetes.io/metadata.name` label that 1.21+ sets by itself
 #   (run.sh), which the webhooks' namespaceSelector excludes system namespaces by;
 # - the Pod Security labels on the namespaces are inert: 1.20 has no Pod Security
@@ -103,6 +104,9 @@ patches:
 YAML
   if ((reaper)); then
     cat >>"$dir/kustomization.yaml" <<YAML
+  # Kubernetes 1.20 only: a DaemonSet's rolling update has no maxSurge (1.22).
+  - target: {kind: DaemonSet, name: prestop-reaper}
+    patch: '[{"op": "remove", "path": "/spec/updateStrategy/rollingUpdate/maxSurge"}]'
   # docs/INSTALL.md "Dry run first": the documented patch that switches it off.
   - target: {kind: DaemonSet, name: prestop-reaper}
     patch: |-
