@@ -7,7 +7,8 @@
 # (kubectl with a request timeout).
 #
 # Optional, for pods that call the API server (e2e/install): API_HOST, the address it
-# listens on and is reached at (default 127.0.0.1; the pod bridge's gateway there);
+# listens on and is reached at (default 127.0.0.1; the pod bridge's gateway there; set
+# before cluster_pki, its certificate names it);
 # APISERVER_SANS, more subjectAltNames for its certificate (the `kubernetes` Service's
 # ClusterIP); APISERVER_SA_ADMISSION=1, ServiceAccount admission on (token volumes).
 
@@ -42,7 +43,7 @@ cluster_pki() { # CA common name
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 2 \
     -subj "/CN=$1" 2>/dev/null || { log "openssl failed"; exit 1; }
   sign apiserver "/CN=kube-apiserver" \
-    "subjectAltName=IP:127.0.0.1,DNS:localhost${APISERVER_SANS:+,$APISERVER_SANS}\nextendedKeyUsage=serverAuth\n" &&
+    "subjectAltName=IP:127.0.0.1,DNS:localhost${API_HOST:+,IP:$API_HOST}${APISERVER_SANS:+,$APISERVER_SANS}\nextendedKeyUsage=serverAuth\n" &&
     sign admin "/O=system:masters/CN=e2e-admin" 'extendedKeyUsage=clientAuth\n' &&
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null &&
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null || { log "openssl failed"; exit 1; }

@@ -54,6 +54,9 @@ node_init_names() {
   NODE_IP=$(ip -o -4 addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')
   [[ -n "$NODE_IP" ]] || { log "no global IPv4 address for --node-ip"; return 1; }
   CTR=(ctr --address "$NODE/containerd.sock" -n k8s.io)
+  # An API server on another local address than 127.0.0.1 (API_HOST, e2e/install) must
+  # not go through the dead proxy either.
+  NODE_ENV=("${NODE_ENV[@]/#NO_PROXY=*/NO_PROXY=127.0.0.1,localhost${API_HOST:+,$API_HOST}}")
 }
 
 # Every daemon's environment: a dead proxy (Go never proxies 127.0.0.1, so local calls
@@ -404,6 +407,9 @@ node_stop() {
   if [[ "${NODE_PROXY:-}" == 1 ]]; then
     "${NODE_ENV[@]}" "$CACHE/kube-proxy-v$KUBE_VERSION" --cleanup >>"$NODE/kube-proxy-cleanup.log" 2>&1 ||
       log "teardown: kube-proxy --cleanup failed (see $NODE/kube-proxy-cleanup.log)"
+    # 1.20's cleanup leaves the (empty, unreferenced) canary chains of its monitor.
+    local t
+    for t in mangle nat filter; do iptables -t "$t" -X KUBE-PROXY-CANARY 2>/dev/null; done
   fi
   if ((${#NODE_PIDS[@]} >= 1)) && node_pid_alive "${NODE_PIDS[0]}"; then
     local c
