@@ -158,7 +158,8 @@ rollout_under_load() {
   before=$(webhook_pods | jq -r '[.items[].metadata.name] | sort | join(" ")')
   load_start
   expect "creates go through before the restart" load_more 5
-  expect "kubectl rollout restart succeeds" k -n "$SYSTEM_NS" rollout restart deploy/prestop-injector
+  kc -n "$SYSTEM_NS" rollout restart deploy/prestop-injector
+  expect "kubectl rollout restart succeeds" test "$STATUS" -eq 0
   expect "the rollout completes" rollout_done "$SYSTEM_NS" deploy/prestop-injector
   old_gone() { ! webhook_pods | jq -e --arg b "$before" '.items[] | select(.metadata.name as $n | $b | split(" ") | index($n))' >/dev/null; }
   expect "the old pods are gone" wait_for 90 old_gone
