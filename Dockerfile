@@ -1,9 +1,18 @@
 # syntax=docker/dockerfile:1
-# prestop-injector: a static-ish Rust binary on distroless (glibc, no shell, uid 65532),
-# and beside it the static cleaner program prestop-clean, which the injected init
-# container copies into each pod (`prestop-clean install DIR`) and the sidecar runs.
-#   docker build -t ghcr.io/prestop-injector/prestop-injector:0.1.0 .
-# deploy/base/kustomization.yaml names that image; change it there (images:) for yours.
+# The release image: prestop-injector (webhook and node reaper) and the cleaner program
+# prestop-clean, both static, on an empty root (distroless-static style: no shell, no
+# libc, no package manager), uid/gid 65532.
+#
+# With a network (BuildKit: `docker build`, `podman build`), the builder stage compiles both:
+#   docker build -t registry.example.com/prestop-injector:0.1.0 .
+# Offline (CI, scripts/build-image.sh), the same runtime stage takes binaries built before,
+# from a context directory that holds only them; the builder stage is then never built:
+#   buildah bud --build-arg BINARIES=prebuilt -f Dockerfile DIR   # DIR/prestop-injector, DIR/prestop-clean
+# deploy/base/kustomization.yaml names the image; override it there (`images:`) and set
+# `cleaner.image` in config.yaml to the same name (docs/INSTALL.md).
+
+# Which stage supplies /out: `build` (compile here) or `prebuilt` (the context's files).
+ARG BINARIES=build
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
@@ -11,19 +20,23 @@ COPY . .
 # Cache mounts keep the registry and target/ between builds (BuildKit).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin prestop-injector \
- && install -D -m 0755 target/release/prestop-injector /out/prestop-injector \
- && triple="$(rustc -vV | sed -n 's/^host: //p')" \
- && CLEANER_TRIPLE="$triple" bash scripts/build-cleaner.sh \
- && install -D -m 0555 "target/$triple/release-cleaner/prestop-clean" /out/prestop-clean
+    bash scripts/build-binaries.sh /out
 
-# cc: glibc and libgcc, which the binary links; nonroot: uid/gid 65532.
-FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /out/prestop-injector /usr/local/bin/prestop-injector
-# Static: runs in any container it is copied into, with or without a libc or a shell.
-COPY --from=build /out/prestop-clean /usr/local/bin/prestop-clean
+FROM scratch AS prebuilt
+COPY prestop-injector prestop-clean /out/
+
+FROM ${BINARIES} AS binaries
+
+FROM scratch
+COPY --from=binaries /out/prestop-injector /usr/local/bin/prestop-injector
+# The program the injected init container copies into each pod (`prestop-clean install
+# DIR`) and the sidecar runs: at the path `cleaner.image` is expected to hold it
+# (src/mutation/hook.rs IMAGE_PROGRAM).
+COPY --from=binaries /out/prestop-clean /usr/local/bin/prestop-clean
+# Numeric, so runAsNonRoot can verify it without an /etc/passwd.
 USER 65532:65532
-# 8443: HTTPS admission reviews; 8080: /healthz /readyz /metrics (plain HTTP).
+# 8443: HTTPS admission reviews; 8080: /healthz /readyz /metrics (plain HTTP). The
+# reaper (`reap`, its DaemonSet) serves its metrics on 9102.
 EXPOSE 8443 8080
 ENTRYPOINT ["/usr/local/bin/prestop-injector"]
 CMD ["serve"]

@@ -68,7 +68,7 @@ log "built in $(($(date +%s) - start)) s; cached at $APISERVER"
 # built yet: e2e/node/build-kube.sh then compiles only what kube-apiserver did not share
 # with them, in the same tree, and removes both. The downloaded tarballs stay.
 if [[ -x "$CACHE/kubelet-v$KUBE_VERSION" && -x "$CACHE/kube-controller-manager-v$KUBE_VERSION" &&
-  -x "$CACHE/kube-scheduler-v$KUBE_VERSION" ]]; then
+  -x "$CACHE/kube-scheduler-v$KUBE_VERSION" && -x "$CACHE/kube-proxy-v$KUBE_VERSION" ]]; then
   rm -rf "$TREE" "$CACHE/gocache"
 fi
 echo "$APISERVER"

@@ -1,9 +1,16 @@
 # A loopback etcd and kube-apiserver with openssl-made certificates and an admin
-# kubeconfig, shared by e2e/run.sh (the API server alone) and e2e/node/run.sh (with a
-# node). Sourced, not run. The caller sets WORK, BIN (our binary), APISERVER,
-# WEBHOOK_HOST and HOSTS_MARK, keeps a PIDS array (cluster_stop stops it newest first), and
-# defines log(). After cluster_start: KUBECONFIG, API_PORT, API_URL, WEBHOOK_PORT,
-# PROBE_PORT, SERVER_VERSION, PKI, and k() (kubectl with a request timeout).
+# kubeconfig, shared by e2e/run.sh (the API server alone), e2e/node/run.sh (with a node)
+# and e2e/install/run.sh (the install in that node). Sourced, not run. The caller sets
+# WORK, BIN (our binary), APISERVER, WEBHOOK_HOST and HOSTS_MARK, keeps a PIDS array
+# (cluster_stop stops it newest first), and defines log(). After cluster_start:
+# KUBECONFIG, API_PORT, API_URL, WEBHOOK_PORT, PROBE_PORT, SERVER_VERSION, PKI, and k()
+# (kubectl with a request timeout).
+#
+# Optional, for pods that call the API server (e2e/install): API_HOST, the address it
+# listens on and is reached at (default 127.0.0.1; the pod bridge's gateway there; set
+# before cluster_pki, its certificate names it);
+# APISERVER_SANS, more subjectAltNames for its certificate (the `kubernetes` Service's
+# ClusterIP); APISERVER_SA_ADMISSION=1, ServiceAccount admission on (token volumes).
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -36,7 +43,7 @@ cluster_pki() { # CA common name
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 2 \
     -subj "/CN=$1" 2>/dev/null || { log "openssl failed"; exit 1; }
   sign apiserver "/CN=kube-apiserver" \
-    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' &&
+    "subjectAltName=IP:127.0.0.1,DNS:localhost${API_HOST:+,IP:$API_HOST}${APISERVER_SANS:+,$APISERVER_SANS}\nextendedKeyUsage=serverAuth\n" &&
     sign admin "/O=system:masters/CN=e2e-admin" 'extendedKeyUsage=clientAuth\n' &&
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null &&
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null || { log "openssl failed"; exit 1; }
@@ -49,16 +56,18 @@ cluster_pki() { # CA common name
 # ServiceAccount admission off (no controller-manager makes tokens); the endpoint
 # reconciler off (the `kubernetes` Endpoints object may not hold a loopback address).
 apiserver_start() {
+  local admission=(--disable-admission-plugins ServiceAccount)
+  [[ "${APISERVER_SA_ADMISSION:-}" == 1 ]] && admission=()
   "$APISERVER" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --insecure-port 0 \
+    --bind-address "$API_HOST" --advertise-address "$API_HOST" --secure-port "$API_PORT" --insecure-port 0 \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --client-ca-file "$PKI/ca.crt" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-account-issuer https://kubernetes.default.svc \
     --authorization-mode RBAC \
     --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
-    --disable-admission-plugins ServiceAccount \
+    "${admission[@]}" \
     --endpoint-reconciler-type none \
     --service-cluster-ip-range 10.96.0.0/16 \
     --cert-dir "$WORK/apiserver-certs" \
@@ -71,7 +80,8 @@ cluster_start() { # namespace of the kubeconfig's context
   API_PORT=$(free_port)
   WEBHOOK_PORT=$(free_port)
   PROBE_PORT=$(free_port)
-  API_URL="https://127.0.0.1:$API_PORT"
+  API_HOST=${API_HOST:-127.0.0.1}
+  API_URL="https://$API_HOST:$API_PORT"
 
   # No proxy for anything here: the API server must call the webhook's name directly.
   unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy ALL_PROXY all_proxy

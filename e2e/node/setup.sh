@@ -4,7 +4,8 @@
 # (whose kube-apiserver and source tarball it reuses).
 #   - Debian packages: containerd 1.6, runc, containernetworking-plugins (bridge,
 #     host-local, loopback), busybox-static and bash-static (image contents), gcc and
-#     libc6-dev (the static pause and writer programs), iproute2, strace (the traffic check);
+#     libc6-dev (the static pause and writer programs), iproute2, strace (the traffic check),
+#     iptables, ipset, conntrack (kube-proxy, for e2e/install);
 #   - kubelet, kube-controller-manager, kube-scheduler v1.20.2 (build-kube.sh, cached in
 #     $PRESTOP_E2E_CACHE, default /var/cache/prestop-e2e).
 # Nothing is started or enabled as a service.
@@ -26,6 +27,10 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v ip >/dev/null || need+=(iproute2)
 command -v strace >/dev/null || need+=(strace)
 command -v python3 >/dev/null || need+=(python3)
+# kube-proxy (e2e/install): iptables; ipset and conntrack for its --cleanup and UDP flows.
+command -v iptables >/dev/null || need+=(iptables)
+command -v ipset >/dev/null || need+=(ipset)
+command -v conntrack >/dev/null || need+=(conntrack)
 if ((${#need[@]})); then
   log "installing ${need[*]}"
   apt-get update -qq

@@ -17,6 +17,15 @@
 # - cgroup v1 with the cgroupfs driver, under a cgroup root of our own, removed at stop.
 #
 # node_stop undoes all of it and node_teardown_check verifies that, failing otherwise.
+#
+# For pods that call the API server and Services (e2e/install, which sets these before
+# node_start): NODE_POD_GATEWAY=1 gives the bridge an address, the pods' gateway
+# ($NODE_GATEWAY: the host, nothing beyond it; IP forwarding stays as it was);
+# NODE_SA_TOKENS=1 runs the controller-manager's service-account token controller (the
+# API server needs APISERVER_SA_ADMISSION=1, e2e/lib/cluster.sh); NODE_PROXY=1 runs
+# kube-proxy (iptables mode) so ClusterIPs work on this host and in the pods; its rules
+# are removed with `kube-proxy --cleanup` at stop, and the check fails on any KUBE- rule
+# left.
 
 NODE_NAME=prestop-e2e-node
 NODE_PIDS=()          # containerd, kubelet, controller-manager, scheduler (start order)
@@ -41,9 +50,13 @@ node_init_names() {
   NODE_BRIDGE="${NODE_ID:0:15}"
   NODE_CGROUP_ROOT="/prestop-e2e-$$"
   NODE_SUBNET="10.231.$(($$ % 250)).0/24"
+  NODE_GATEWAY="10.231.$(($$ % 250)).1"
   NODE_IP=$(ip -o -4 addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')
   [[ -n "$NODE_IP" ]] || { log "no global IPv4 address for --node-ip"; return 1; }
   CTR=(ctr --address "$NODE/containerd.sock" -n k8s.io)
+  # An API server on another local address than 127.0.0.1 (API_HOST, e2e/install) must
+  # not go through the dead proxy either.
+  NODE_ENV=("${NODE_ENV[@]/#NO_PROXY=*/NO_PROXY=127.0.0.1,localhost${API_HOST:+,$API_HOST}}")
 }
 
 # Every daemon's environment: a dead proxy (Go never proxies 127.0.0.1, so local calls
@@ -148,8 +161,8 @@ EOF
     {
       "type": "bridge",
       "bridge": "$NODE_BRIDGE",
-      "isGateway": false,
-      "isDefaultGateway": false,
+      "isGateway": $([[ "${NODE_POD_GATEWAY:-}" == 1 ]] && echo true || echo false),
+      "isDefaultGateway": $([[ "${NODE_POD_GATEWAY:-}" == 1 ]] && echo true || echo false),
       "ipMasq": false,
       "hairpinMode": false,
       "ipam": {
@@ -167,8 +180,10 @@ EOF
   # the suite's API server runs without ServiceAccount admission).
   sign kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" 'extendedKeyUsage=clientAuth\n' &&
     sign controller-manager "/O=system:masters/CN=system:kube-controller-manager" 'extendedKeyUsage=clientAuth\n' &&
-    sign scheduler "/O=system:masters/CN=system:kube-scheduler" 'extendedKeyUsage=clientAuth\n' ||
+    sign scheduler "/O=system:masters/CN=system:kube-scheduler" 'extendedKeyUsage=clientAuth\n' &&
+    sign kube-proxy "/CN=system:kube-proxy" 'extendedKeyUsage=clientAuth\n' ||
     return 1
+  node_kubeconfig kube-proxy kube-proxy
   node_kubeconfig kubelet kubelet
   node_kubeconfig controller-manager controller-manager
   node_kubeconfig scheduler scheduler
@@ -206,14 +221,45 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 resolvConf: /etc/resolv.conf
 EOF
+  # conntrack all 0: leave the host's nf_conntrack sysctls alone; oomScoreAdj 0: no
+  # CAP_SYS_RESOURCE here. It still sets net.ipv4.conf.all.route_localnet (saved, restored).
+  cat >"$NODE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: "$NODE/kube-proxy.kubeconfig"}
+hostnameOverride: $NODE_NAME
+mode: iptables
+bindAddress: 127.0.0.1
+healthzBindAddress: 127.0.0.1:$(free_port)
+metricsBindAddress: 127.0.0.1:$(free_port)
+oomScoreAdj: 0
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {minSyncPeriod: 0s, syncPeriod: 30s}
+EOF
+}
+
+# The bridge with its gateway address, before the API server that listens there starts
+# (NODE_POD_GATEWAY=1); the CNI plugin then finds it as configured. node_stop removes it.
+node_bridge_up() {
+  ip link add "$NODE_BRIDGE" type bridge &&
+    ip addr add "$NODE_GATEWAY/${NODE_SUBNET#*/}" dev "$NODE_BRIDGE" &&
+    ip link set "$NODE_BRIDGE" up
 }
 
 node_save_sysctls() {
   local s
+  [[ "${NODE_PROXY:-}" == 1 ]] && NODE_SYSCTLS+=(net.ipv4.conf.all.route_localnet)
+  NODE_IPTABLES_KUBE_BEFORE=$(node_iptables_kube)
   NODE_SYSCTLS_SAVED=()
   for s in "${NODE_SYSCTLS[@]}"; do
     NODE_SYSCTLS_SAVED+=("$(sysctl -n "$s")")
   done
+}
+
+# How many iptables lines (every table) name a KUBE- chain: kube-proxy's, for the check.
+node_iptables_kube() {
+  command -v iptables-save >/dev/null || { echo 0; return 0; }
+  iptables-save 2>/dev/null | grep -c -- 'KUBE-'
 }
 
 node_restore_sysctls() {
@@ -277,14 +323,21 @@ node_start() {
     --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v 2
 
   # No ports at all (0 = off): nothing talks to them.
+  local tokens=(--controllers '*,-serviceaccount-token')
+  [[ "${NODE_SA_TOKENS:-}" == 1 ]] &&
+    tokens=(--controllers '*' --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt")
   node_spawn controller-manager "$CACHE/kube-controller-manager-v$KUBE_VERSION" \
     --kubeconfig "$NODE/controller-manager.kubeconfig" \
     --port 0 --secure-port 0 --bind-address 127.0.0.1 --leader-elect=false \
-    --controllers '*,-serviceaccount-token' --node-monitor-period 2s
+    "${tokens[@]}" --node-monitor-period 2s
 
   node_spawn scheduler "$CACHE/kube-scheduler-v$KUBE_VERSION" \
     --kubeconfig "$NODE/scheduler.kubeconfig" \
     --port 0 --secure-port 0 --bind-address 127.0.0.1 --leader-elect=false
+
+  if [[ "${NODE_PROXY:-}" == 1 ]]; then
+    node_spawn kube-proxy "$CACHE/kube-proxy-v$KUBE_VERSION" --config "$NODE/kube-proxy.yaml" --v 2
+  fi
 
   node_ready() {
     k get node "$NODE_NAME" -o json 2>/dev/null | jq -e '
@@ -348,8 +401,24 @@ node_stop() {
     node_no_tasks() { [[ -z "$("${CTR[@]}" tasks ls -q 2>/dev/null)" ]]; }
     wait_for 60 node_no_tasks || log "teardown: containers still running 60 s after the pods were deleted"
   fi
-  # 2. The daemons, newest first (scheduler, controller-manager, kubelet), containerd last.
+  # 2. The daemons, newest first (kube-proxy, scheduler, controller-manager, kubelet),
+  #    containerd last; kube-proxy's iptables rules once it is stopped.
   for ((i = ${#NODE_PIDS[@]} - 1; i >= 1; i--)); do node_stop_pid "$i"; done
+  if [[ "${NODE_PROXY:-}" == 1 ]]; then
+    "${NODE_ENV[@]}" "$CACHE/kube-proxy-v$KUBE_VERSION" --cleanup >>"$NODE/kube-proxy-cleanup.log" 2>&1 ||
+      log "teardown: kube-proxy --cleanup failed (see $NODE/kube-proxy-cleanup.log)"
+    # 1.20's cleanup leaves the canary chains of its monitor and the mark chains it shares
+    # with the kubelet (which here makes none: makeIPTablesUtilChains false); removed when
+    # the machine had no KUBE- rule before the run, so they are ours.
+    local t c
+    if [[ "${NODE_IPTABLES_KUBE_BEFORE:-0}" == 0 ]]; then
+      for t in mangle nat filter; do
+        for c in KUBE-PROXY-CANARY KUBE-MARK-MASQ KUBE-MARK-DROP; do
+          iptables -t "$t" -F "$c" 2>/dev/null && iptables -t "$t" -X "$c" 2>/dev/null
+        done
+      done
+    fi
+  fi
   if ((${#NODE_PIDS[@]} >= 1)) && node_pid_alive "${NODE_PIDS[0]}"; then
     local c
     for c in $("${CTR[@]}" tasks ls -q 2>/dev/null); do
@@ -373,10 +442,12 @@ node_stop() {
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link del "$NODE_BRIDGE"
   # The 1.20 kubelet writes container logs to fixed paths; ours are the pods of the
   # suite's namespace ($NODE_NAMESPACE), named <ns>_<pod>_<uid> and <pod>_<ns>_<c>-<id>.log.
-  if [[ -n "${NODE_NAMESPACE:-}" ]]; then
-    rm -rf /var/log/pods/"${NODE_NAMESPACE}"_* 2>/dev/null
-    find /var/log/containers -maxdepth 1 -type l -name "*_${NODE_NAMESPACE}_*.log" -delete 2>/dev/null
-  fi
+  # NODE_NAMESPACES: more namespaces the suite ran pods in (e2e/install).
+  local ns
+  for ns in ${NODE_NAMESPACE:-} ${NODE_NAMESPACES:-}; do
+    rm -rf /var/log/pods/"${ns}"_* 2>/dev/null
+    find /var/log/containers -maxdepth 1 -type l -name "*_${ns}_*.log" -delete 2>/dev/null
+  done
   for m in "${NODE_FIXED_NEW[@]}"; do [[ -d "$m" ]] && rmdir "$m" 2>/dev/null; done
   # 4. What they should not leave, logged (the check below then passes or fails on the
   #    result, not on the log).
@@ -413,6 +484,10 @@ node_teardown_check() {
     echo "FAIL - teardown: bridge $NODE_BRIDGE left"
     bad=1
   fi
+  if [[ "$(node_iptables_kube)" != "${NODE_IPTABLES_KUBE_BEFORE:-0}" ]]; then
+    echo "FAIL - teardown: iptables KUBE- rules left: $(iptables-save 2>/dev/null | grep -- 'KUBE-' | head -c 300)"
+    bad=1
+  fi
   if ip -o link show type veth 2>/dev/null | grep -q "master $NODE_BRIDGE "; then
     echo "FAIL - teardown: veth on $NODE_BRIDGE left"
     bad=1
@@ -431,10 +506,13 @@ node_teardown_check() {
       bad=1
     fi
   done
-  if [[ -n "${NODE_NAMESPACE:-}" ]] && compgen -G "/var/log/pods/${NODE_NAMESPACE}_*" >/dev/null; then
-    echo "FAIL - teardown: pod logs of $NODE_NAMESPACE left in /var/log/pods"
-    bad=1
-  fi
+  local ns
+  for ns in ${NODE_NAMESPACE:-} ${NODE_NAMESPACES:-}; do
+    if compgen -G "/var/log/pods/${ns}_*" >/dev/null; then
+      echo "FAIL - teardown: pod logs of $ns left in /var/log/pods"
+      bad=1
+    fi
+  done
   for m in "${NODE_FIXED_NEW[@]}"; do
     if [[ -e "$m" ]]; then
       echo "FAIL - teardown: $m left (did not exist before): $(ls -A "$m" 2>/dev/null | head -c 200)"
@@ -442,7 +520,7 @@ node_teardown_check() {
     fi
   done
   if ((bad == 0)); then
-    echo "ok - teardown: no process, mount, bridge, veth, cgroup, sysctl change or new directory left"
+    echo "ok - teardown: no process, mount, bridge, veth, iptables rule, cgroup, sysctl change or new directory left"
   fi
   return $bad
 }
