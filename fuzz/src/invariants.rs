@@ -426,6 +426,14 @@ pub fn check_targets(before: &Value, after: &Value) {
         {
             assert!(!targets.is_empty(), "a cleanup hook without targets");
             for target in targets {
+                // The expected host path the program checks at run time is the one the
+                // rule computed: never absent from what the webhook renders.
+                assert!(
+                    target.host.is_some(),
+                    "preStop target {} carries no expected host path",
+                    target.path
+                );
+                let target = target.path;
                 check(&target, "preStop");
                 assert!(
                     writable(container, &target),
