@@ -241,7 +241,7 @@ uninstall_then_create() {
   k delete jobs -l e2e-load=1 --wait=false >/dev/null 2>&1
 }
 
-# An unannotated Job with a per-pod directory (subPathExpr $(POD_NAME), restartPolicy
+# An unannotated Job with a per-pod directory (subPathExpr $(POD_UID), restartPolicy
 # Never): what `auto` cleans without an annotation (issue 17).
 optin_job() {
   cat <<YAML
@@ -258,8 +258,8 @@ spec:
         image: busybox:stable
         imagePullPolicy: IfNotPresent
         command: [sh, -c, "true"]
-        env: [{name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]
-        volumeMounts: [{name: s, mountPath: /s, subPathExpr: \$(POD_NAME)}]
+        env: [{name: POD_UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}]
+        volumeMounts: [{name: s, mountPath: /s, subPathExpr: \$(POD_UID)}]
       volumes: [{name: s, hostPath: {path: $HOST/scratch/optin, type: DirectoryOrCreate}}]
 YAML
 }
