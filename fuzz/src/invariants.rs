@@ -23,7 +23,7 @@
 use crate::safety_oracle::{self, SidecarMounts};
 use prestop_injector::admission::{self, Operation, Outcome, Request};
 use prestop_injector::config::Config;
-use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook};
+use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook, PROGRAM};
 use prestop_injector::mutation::targets::{is_at_or_below, mounts, normalize};
 use prestop_injector::mutation::{decide, workload, Decision, Endpoint};
 use serde_json::Value;
@@ -417,8 +417,12 @@ pub fn check_targets(before: &Value, after: &Value) {
         {
             continue;
         }
-        let hook = argv(container.pointer("/lifecycle/preStop/exec/command"))
-            .and_then(|argv| Hook::from_argv(&argv));
+        let command = argv(container.pointer("/lifecycle/preStop/exec/command"));
+        // Only the program checks identity at run time; the shell-mode hook has no --host.
+        let program = command
+            .as_ref()
+            .is_some_and(|argv| argv.first().map(String::as_str) == Some(PROGRAM));
+        let hook = command.and_then(|argv| Hook::from_argv(&argv));
         if let Some(Hook {
             action: Action::Cleanup(targets),
             ..
@@ -429,7 +433,7 @@ pub fn check_targets(before: &Value, after: &Value) {
                 // The expected host path the program checks at run time is the one the
                 // rule computed: never absent from what the webhook renders.
                 assert!(
-                    target.host.is_some(),
+                    !program || target.host.is_some(),
                     "preStop target {} carries no expected host path",
                     target.path
                 );

@@ -350,7 +350,11 @@ impl<'a> Arbitrary<'a> for Case {
             1 => vec!["/mnt".to_owned()],
             2 => vec!["/mnt/a".to_owned(), "/data/".to_owned()],
             3 => vec!["/".to_owned()],
-            _ => vec!["/tmp/y".to_owned(), "/data".to_owned(), "/var/lib/x".to_owned()],
+            _ => vec![
+                "/tmp/y".to_owned(),
+                "/data".to_owned(),
+                "/var/lib/x".to_owned(),
+            ],
         };
         if u.ratio(1, 3)? {
             config.protected_host_paths =
