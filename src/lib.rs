@@ -17,6 +17,7 @@
 //!     "apiVersion": "batch/v1", "kind": "Job",
 //!     "metadata": {"name": "worker", "annotations": {"prestop-injector.io/cleanup": "auto"}},
 //!     "spec": {"template": {"spec": {
+//!         "restartPolicy": "Never",
 //!         "containers": [{"name": "app", "image": "busybox:1.36",
 //!                         "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
 //!         "volumes": [{"name": "scratch", "hostPath": {"path": "/mnt/scratch"}}]}}}
