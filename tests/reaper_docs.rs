@@ -24,19 +24,19 @@ fn listed_after<'a>(text: &'a str, start: &str) -> BTreeSet<&'a str> {
 
 #[test]
 fn documented_names_match_the_code() {
-    let readme = reaper_doc();
+    let doc = reaper_doc();
 
     // The refusal reasons of the metric: the same closed set.
-    let documented = listed_after(&readme, "`refusals_total{reason}` (");
+    let documented = listed_after(&doc, "`refusals_total{reason}` (");
     let code: BTreeSet<&str> = REASONS.into_iter().collect();
     assert_eq!(documented, code, "docs/REAPER.md's refusals_total reasons");
 
     // A corrupt state file is moved aside under the documented name.
-    let end = readme
+    let end = doc
         .find(".corrupt.<time>`")
         .expect("docs/REAPER.md names the corrupt state file");
-    let start = readme[..end].rfind('`').unwrap() + 1;
-    let documented = &readme[start..end];
+    let start = doc[..end].rfind('`').unwrap() + 1;
+    let documented = &doc[start..end];
     assert_eq!(
         documented, "state.json",
         "docs/REAPER.md: {documented}.corrupt.<time>"
@@ -62,7 +62,7 @@ fn documented_names_match_the_code() {
     // A subPathExpr that cannot be known is `host_path_unknown`, as docs/REAPER.md says, also
     // when the webhook's rule is what refuses its open path (here: the same volume is
     // also mounted with a fixed subPath, which the unknown directory might hold).
-    assert!(readme.contains("`host_path_unknown`"));
+    assert!(doc.contains("`host_path_unknown`"));
     let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
     let hook = json!([
         "/.prestop-injector/prestop-clean",
