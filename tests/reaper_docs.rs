@@ -1,5 +1,6 @@
-//! Issue 17, class 12: the names README.md documents for the reaper are the names the code
-//! uses — read from README.md itself, so neither can change alone.
+//! Issue 17, class 12: the names docs/REAPER.md (the reaper's reference, moved out of the
+//! README) documents are the names the code uses — read from that page itself, so neither
+//! can change alone.
 
 use prestop_injector::config::Config;
 use prestop_injector::reaper::derive::pod_facts;
@@ -7,15 +8,15 @@ use prestop_injector::reaper::metrics::REASONS;
 use serde_json::json;
 use std::collections::BTreeSet;
 
-fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+fn reaper_doc() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/REAPER.md")).unwrap()
 }
 
 /// The backticked words of `text` between `start` and the next `)`.
 fn listed_after<'a>(text: &'a str, start: &str) -> BTreeSet<&'a str> {
     let at = text
         .find(start)
-        .unwrap_or_else(|| panic!("README.md has no {start:?}"));
+        .unwrap_or_else(|| panic!("docs/REAPER.md has no {start:?}"));
     let rest = &text[at + start.len()..];
     let list = &rest[..rest.find(')').unwrap()];
     list.split('`').skip(1).step_by(2).collect()
@@ -23,22 +24,22 @@ fn listed_after<'a>(text: &'a str, start: &str) -> BTreeSet<&'a str> {
 
 #[test]
 fn documented_names_match_the_code() {
-    let readme = readme();
+    let doc = reaper_doc();
 
     // The refusal reasons of the metric: the same closed set.
-    let documented = listed_after(&readme, "`refusals_total{reason}` (");
+    let documented = listed_after(&doc, "`refusals_total{reason}` (");
     let code: BTreeSet<&str> = REASONS.into_iter().collect();
-    assert_eq!(documented, code, "README's refusals_total reasons");
+    assert_eq!(documented, code, "docs/REAPER.md's refusals_total reasons");
 
     // A corrupt state file is moved aside under the documented name.
-    let end = readme
+    let end = doc
         .find(".corrupt.<time>`")
-        .expect("README names the corrupt state file");
-    let start = readme[..end].rfind('`').unwrap() + 1;
-    let documented = &readme[start..end];
+        .expect("docs/REAPER.md names the corrupt state file");
+    let start = doc[..end].rfind('`').unwrap() + 1;
+    let documented = &doc[start..end];
     assert_eq!(
         documented, "state.json",
-        "README: {documented}.corrupt.<time>"
+        "docs/REAPER.md: {documented}.corrupt.<time>"
     );
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state.json");
@@ -58,10 +59,10 @@ fn documented_names_match_the_code() {
         "{names:?}"
     );
 
-    // A subPathExpr that cannot be known is `host_path_unknown`, as README says, also
+    // A subPathExpr that cannot be known is `host_path_unknown`, as docs/REAPER.md says, also
     // when the webhook's rule is what refuses its open path (here: the same volume is
     // also mounted with a fixed subPath, which the unknown directory might hold).
-    assert!(readme.contains("`host_path_unknown`"));
+    assert!(doc.contains("`host_path_unknown`"));
     let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
     let hook = json!([
         "/.prestop-injector/prestop-clean",
