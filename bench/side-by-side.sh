@@ -130,12 +130,15 @@ start() {
 
 SERVERS=(noop prestop)
 start noop "$NOOP_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_PORT" "$CERT" "$KEY"
-# Default logging: no log flags, no RUST_LOG. No kubeconfig and no in-cluster variables, so
+# The quick start's config (its allow-list names the seed Job's /test-package): without an
+# allow-list nothing that deletes is injected, and the review would measure a warning,
+# not the mutation. Default logging: no log flags, no RUST_LOG. No kubeconfig and no in-cluster variables, so
 # the version lookup fails at once (the server then assumes the oldest supported release).
 start prestop "$PRESTOP_PORT" "$WORK" env -u RUST_LOG -u KUBERNETES_SERVICE_HOST \
   -u KUBERNETES_SERVICE_PORT KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
-  --tls-cert "$CERT" --tls-key "$KEY" \
+  --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
   --listen "127.0.0.1:$PRESTOP_PORT" --probe-listen "127.0.0.1:$PRESTOP_PROBE"
+[[ ${ANSWER[prestop]} == *", patch" ]] || die "prestop-injector answered without a patch: it would not measure the mutation"
 if [[ -n $KUBE_EXAMPLE_BIN ]]; then
   # The example reads admission-controller-tls.{crt,key} from its working directory.
   mkdir "$WORK/kube" && cp "$CERT" "$WORK/kube/admission-controller-tls.crt" &&
