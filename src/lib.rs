@@ -48,6 +48,7 @@ pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod duration;
+pub mod json_diff;
 pub mod kube_version;
 pub mod mutation;
 pub mod reaper;

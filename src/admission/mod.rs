@@ -309,7 +309,9 @@ pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
     });
     if let Some(patch) = &decision.patch {
         out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
-        let json = serde_json::to_vec(patch).unwrap_or_default();
+        // Sized once: growing from empty would copy the patch a few times over.
+        let mut json = Vec::with_capacity(out.capacity());
+        let _ = serde_json::to_writer(&mut json, patch);
         let start = out.len();
         out.resize(
             start + base64::encoded_len(json.len(), true).unwrap_or(0),

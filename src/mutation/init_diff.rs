@@ -42,17 +42,16 @@ fn entries(list: &[Value]) -> Vec<Entry> {
 
 /// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`).
 pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
-    let list = |template: &Value| {
+    fn list(template: &Value) -> Option<&Vec<Value>> {
         template
             .pointer("/spec/initContainers")
             .and_then(Value::as_array)
-            .cloned()
-    };
+    }
     let (Some(before), Some(after)) = (list(original), list(mutated)) else {
         // The whole list appears or goes: one operation either way.
-        return json_patch::diff(original, mutated).0;
+        return crate::json_diff::diff(original, mutated);
     };
-    let (old, new) = (entries(&before), entries(&after));
+    let (old, new) = (entries(before), entries(after));
     let ours = |entries: &[Entry]| -> Vec<Entry> {
         entries
             .iter()
@@ -80,7 +79,7 @@ pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
         .find(|kept| without(&old, kept) == without(&new, kept))
     else {
         // The user's own entries differ in number: nothing of ours explains it.
-        return json_patch::diff(original, mutated).0;
+        return crate::json_diff::diff(original, mutated);
     };
     let mut shifted = original.clone();
     let mut operations = Vec::new();
@@ -88,7 +87,7 @@ pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
         .pointer_mut("/spec/initContainers")
         .and_then(Value::as_array_mut)
     else {
-        return json_patch::diff(original, mutated).0;
+        return crate::json_diff::diff(original, mutated);
     };
     for (index, entry) in old.iter().enumerate().rev() {
         if !matches!(entry, Entry::User(_)) && !kept.contains(entry) {
@@ -107,7 +106,7 @@ pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
             }));
         }
     }
-    operations.extend(json_patch::diff(&shifted, mutated).0);
+    operations.extend(crate::json_diff::diff(&shifted, mutated));
     operations
 }
 

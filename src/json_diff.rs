@@ -1,0 +1,259 @@
+//! The RFC 6902 diff of two JSON values, operation for operation the same as
+//! `json_patch::diff` (which stays as the oracle in the tests below), but cheaper on the
+//! admission hot path, where the two values are a pod template before and after our
+//! mutation and differ in a few places:
+//! - members of two objects are walked side by side, in order, and looked up by hash only
+//!   where the keys stop lining up (a mutated copy keeps its original's order);
+//! - no member is looked for in the other object when both hold the same keys in order;
+//! - the JSON Pointer is kept as a stack of borrowed tokens and only built into a
+//!   `PointerBuf` for an operation that is emitted.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
+use serde_json::{Map, Value};
+
+/// A pointer token, borrowed from an object's key or an array index.
+#[derive(Clone, Copy)]
+enum Token<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The operations that turn `left` into `right`: `json_patch::diff(left, right).0`.
+pub fn diff(left: &Value, right: &Value) -> Vec<PatchOperation> {
+    let mut walk = Walk {
+        path: Vec::new(),
+        operations: Vec::new(),
+    };
+    walk.value(left, right);
+    walk.operations
+}
+
+struct Walk<'a> {
+    path: Vec<Token<'a>>,
+    operations: Vec<PatchOperation>,
+}
+
+impl<'a> Walk<'a> {
+    fn pointer(&self) -> PointerBuf {
+        let mut pointer = PointerBuf::new();
+        for token in &self.path {
+            match *token {
+                Token::Key(key) => pointer.push_back(key),
+                Token::Index(index) => pointer.push_back(index),
+            }
+        }
+        pointer
+    }
+
+    fn value(&mut self, left: &'a Value, right: &'a Value) {
+        match (left, right) {
+            (Value::Object(left), Value::Object(right)) => self.object(left, right),
+            (Value::Array(left), Value::Array(right)) => self.array(left, right),
+            _ if left == right => {}
+            _ => {
+                let path = self.pointer();
+                self.operations
+                    .push(PatchOperation::Replace(ReplaceOperation {
+                        path,
+                        value: right.clone(),
+                    }));
+            }
+        }
+    }
+
+    fn array(&mut self, left: &'a [Value], right: &'a [Value]) {
+        // As json_patch: index by index; the surplus of `left` removed at the same index
+        // (each removal shifts the rest down), the surplus of `right` added at the end.
+        let common = left.len().min(right.len());
+        for index in 0..common {
+            self.path.push(Token::Index(index));
+            self.value(&left[index], &right[index]);
+            self.path.pop();
+        }
+        for _ in common..left.len() {
+            self.path.push(Token::Index(common));
+            let path = self.pointer();
+            self.operations
+                .push(PatchOperation::Remove(RemoveOperation { path }));
+            self.path.pop();
+        }
+        for (index, value) in right.iter().enumerate().skip(common) {
+            self.path.push(Token::Index(index));
+            let path = self.pointer();
+            self.operations.push(PatchOperation::Add(AddOperation {
+                path,
+                value: value.clone(),
+            }));
+            self.path.pop();
+        }
+    }
+
+    fn object(&mut self, left: &'a Map<String, Value>, right: &'a Map<String, Value>) {
+        // Walk `right` in order (the order of json_patch's operations), taking the member
+        // of `left` at the same position when its key is the same, else by lookup.
+        let mut left_in_order = left.iter();
+        let mut in_step = true;
+        for (key, right_value) in right {
+            let beside = left_in_order.next();
+            let left_value = match beside {
+                Some((left_key, left_value)) if in_step && left_key == key => Some(left_value),
+                _ => {
+                    in_step = false;
+                    left.get(key)
+                }
+            };
+            self.path.push(Token::Key(key));
+            match left_value {
+                Some(left_value) => self.value(left_value, right_value),
+                None => {
+                    let path = self.pointer();
+                    self.operations.push(PatchOperation::Add(AddOperation {
+                        path,
+                        value: right_value.clone(),
+                    }));
+                }
+            }
+            self.path.pop();
+        }
+        // Every key matched in step and the lengths agree: nothing of `left` is missing.
+        if in_step && left.len() == right.len() {
+            return;
+        }
+        for key in left.keys() {
+            if !right.contains_key(key) {
+                self.path.push(Token::Key(key));
+                let path = self.pointer();
+                self.operations
+                    .push(PatchOperation::Remove(RemoveOperation { path }));
+                self.path.pop();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diff;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// Small JSON values over few keys, so that two of them share structure and keys.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            (0i64..4).prop_map(Value::from),
+            prop::sample::select(vec!["", "a", "~1", "/x"]).prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 40, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::vec(
+                    (
+                        prop::sample::select(vec!["a", "b", "c", "", "~", "a/b", "d"]),
+                        inner
+                    ),
+                    0..6
+                )
+                .prop_map(|members| {
+                    Value::Object(
+                        members
+                            .into_iter()
+                            .map(|(k, v)| (k.to_owned(), v))
+                            .collect(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    /// `right` made from `left` as a mutation does: members changed, added, removed.
+    fn edited(left: &Value, seed: u64) -> Value {
+        let mut right = left.clone();
+        let mut state = seed;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        fn visit(value: &mut Value, next: &mut dyn FnMut() -> usize) {
+            match value {
+                Value::Object(map) => {
+                    match next() % 5 {
+                        0 => {
+                            map.insert(format!("new{}", next() % 3), json!(next() % 2));
+                        }
+                        1 => {
+                            if let Some(key) = map.keys().next().cloned() {
+                                map.shift_remove(&key);
+                            }
+                        }
+                        2 => {
+                            if let Some(key) = map.keys().last().cloned() {
+                                map.swap_remove(&key);
+                            }
+                        }
+                        _ => {}
+                    }
+                    for child in map.values_mut() {
+                        visit(child, next);
+                    }
+                }
+                Value::Array(items) => {
+                    match next() % 4 {
+                        0 => items.push(json!({"added": true})),
+                        1 if !items.is_empty() => {
+                            items.remove(next() % items.len());
+                        }
+                        _ => {}
+                    }
+                    for child in items {
+                        visit(child, next);
+                    }
+                }
+                leaf => {
+                    if next() % 4 == 0 {
+                        *leaf = json!("changed");
+                    }
+                }
+            }
+        }
+        visit(&mut right, &mut next);
+        right
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Unrelated values: the same operations as json_patch, and they apply.
+        #[test]
+        fn the_same_operations_as_json_patch(left in json_value(), right in json_value()) {
+            let ours = diff(&left, &right);
+            prop_assert_eq!(&ours, &json_patch::diff(&left, &right).0);
+            let mut patched = left.clone();
+            json_patch::patch(&mut patched, &ours).unwrap();
+            prop_assert_eq!(patched, right);
+        }
+
+        /// A value and an edited copy of it (the hot path's case): the same operations.
+        #[test]
+        fn the_same_operations_on_an_edited_copy(left in json_value(), seed in any::<u64>()) {
+            let right = edited(&left, seed);
+            let ours = diff(&left, &right);
+            prop_assert_eq!(&ours, &json_patch::diff(&left, &right).0);
+            let mut patched = left.clone();
+            json_patch::patch(&mut patched, &ours).unwrap();
+            prop_assert_eq!(patched, right);
+        }
+    }
+
+    #[test]
+    fn keys_out_of_order_and_escaped() {
+        let left = json!({"a/b": 1, "~": [1, 2, 3], "c": {"x": 1}});
+        let right = json!({"c": {"x": 2}, "a/b": 1, "~": [1], "d": null});
+        assert_eq!(diff(&left, &right), json_patch::diff(&left, &right).0);
+        assert_eq!(diff(&left, &left), vec![]);
+    }
+}
