@@ -191,7 +191,7 @@ mod tests {
                             }
                         }
                         2 => {
-                            if let Some(key) = map.keys().last().cloned() {
+                            if let Some(key) = map.keys().next_back().cloned() {
                                 map.swap_remove(&key);
                             }
                         }
