@@ -224,28 +224,29 @@ mod tests {
         right
     }
 
+    /// Our operations are json_patch's, and they turn `left` into `right`.
+    fn same_as_json_patch(left: &Value, right: &Value) -> Result<(), TestCaseError> {
+        let ours = diff(left, right);
+        prop_assert_eq!(&ours, &json_patch::diff(left, right).0);
+        let mut patched = left.clone();
+        json_patch::patch(&mut patched, &ours).unwrap();
+        prop_assert_eq!(&patched, right);
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
         /// Unrelated values: the same operations as json_patch, and they apply.
         #[test]
         fn the_same_operations_as_json_patch(left in json_value(), right in json_value()) {
-            let ours = diff(&left, &right);
-            prop_assert_eq!(&ours, &json_patch::diff(&left, &right).0);
-            let mut patched = left.clone();
-            json_patch::patch(&mut patched, &ours).unwrap();
-            prop_assert_eq!(patched, right);
+            same_as_json_patch(&left, &right)?;
         }
 
         /// A value and an edited copy of it (the hot path's case): the same operations.
         #[test]
         fn the_same_operations_on_an_edited_copy(left in json_value(), seed in any::<u64>()) {
-            let right = edited(&left, seed);
-            let ours = diff(&left, &right);
-            prop_assert_eq!(&ours, &json_patch::diff(&left, &right).0);
-            let mut patched = left.clone();
-            json_patch::patch(&mut patched, &ours).unwrap();
-            prop_assert_eq!(patched, right);
+            same_as_json_patch(&left, &edited(&left, seed))?;
         }
     }
 
