@@ -7,8 +7,8 @@ use core_support::test_config_with;
 
 use core_support::*;
 use prestop_injector::config::DEFAULT_CLEANER_IMAGE;
-use prestop_injector::mutation::delivery::{INSTALLER_NAME, VOLUME_NAME};
 use prestop_injector::mutation::hook::{Action, Before, Hook, IMAGE_PROGRAM, PROGRAM};
+use prestop_injector::mutation::inject::delivery::{INSTALLER_NAME, VOLUME_NAME};
 use prestop_injector::mutation::{Endpoint, SIDECAR_NAME};
 use serde_json::{json, Value};
 

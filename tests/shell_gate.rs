@@ -13,7 +13,7 @@ mod core_support;
 
 use core_support::mutate_with;
 use prestop_injector::config::{CleanerMode, Config};
-use prestop_injector::mutation::portable::{check, invocation, Invocation};
+use prestop_injector::mutation::shell_fix::portable::{check, invocation, Invocation};
 use prestop_injector::mutation::Endpoint;
 use serde_json::{json, Value};
 

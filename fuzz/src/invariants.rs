@@ -25,7 +25,8 @@ use prestop_injector::admission::{self, Operation, Outcome, Request};
 use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook, PROGRAM};
 use prestop_injector::mutation::targets::{is_at_or_below, mounts, normalize};
-use prestop_injector::mutation::{decide, workload, Decision, Endpoint};
+use prestop_injector::mutation::scope::workload;
+use prestop_injector::mutation::{decide, Decision, Endpoint};
 use serde_json::Value;
 
 pub const ENDPOINTS: [Endpoint; 3] = [Endpoint::Mutate, Endpoint::MutateAuto, Endpoint::Validate];

@@ -1,11 +1,11 @@
 //! SPEC §5: the grace period must cover the preStop hooks and the app's shutdown.
 
-use super::existing::Existing;
-use super::hook::Action;
-use super::pod::app_containers;
-use super::script;
-use super::settings::Settings;
 use crate::config::Config;
+use crate::mutation::containers::app_containers;
+use crate::mutation::hook::existing::Existing;
+use crate::mutation::hook::script;
+use crate::mutation::hook::Action;
+use crate::mutation::scope::settings::Settings;
 use serde_json::{json, Value};
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.

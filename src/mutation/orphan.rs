@@ -4,10 +4,10 @@
 //! `propagationPolicy` (or with `Orphan`, or `orphanDependents: true`) leaves the pods
 //! running, and their preStop cleanup only runs whenever they are deleted later.
 
-use super::settings::STATUS;
 use super::{Decision, Denial};
-use crate::admission::{Operation, Request};
 use crate::config::{Config, OrphanDelete};
+use crate::mutation::request::{Operation, Request};
+use crate::mutation::scope::settings::STATUS;
 use serde_json::Value;
 
 pub const MESSAGE: &str =

@@ -4,7 +4,7 @@
 //! operator has set no `allowedHostPathPrefixes`.
 
 use super::{AutoTargets, PathRefusal};
-use crate::mutation::settings::{BadAnnotation, CLEANUP};
+use crate::mutation::scope::settings::{BadAnnotation, CLEANUP};
 
 /// The denial for an explicit path: which path, in which container, why, and what is
 /// accepted.

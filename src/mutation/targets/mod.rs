@@ -14,11 +14,14 @@
 //! [`check_target`] is the one rule; [`auto_targets`] and [`check_explicit`] apply it to a
 //! container, and the sidecar applies it to its own merged mount list.
 
+pub(in crate::mutation) mod env_refs;
 mod host;
 mod identity;
 pub(crate) mod messages;
 mod mounts;
 mod protection;
+pub(in crate::mutation) mod sharing;
+pub(in crate::mutation) mod stale_paths;
 
 pub use host::{
     mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume, HostPath, Open,

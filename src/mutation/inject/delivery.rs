@@ -16,9 +16,9 @@
 //!   installer (or the sidecar) among the user's init containers is one `add`/`remove`
 //!   at its index, not a rewrite of every init container after it (`init_diff`).
 
-use super::hook::{IMAGE_PROGRAM, PROGRAM_DIR};
+use crate::mutation::hook::ours::{installer_argv, is_installer};
+use crate::mutation::hook::PROGRAM_DIR;
 use json_patch::PatchOperation;
-use prestop_clean::argv::INSTALL;
 use serde_json::{json, Map, Value};
 
 /// Name of the installer init container (a suffix `-2`, `-3`, … when a container has it).
@@ -29,22 +29,6 @@ pub const VOLUME_NAME: &str = "prestop-clean";
 const SIZE_LIMIT: &str = "16Mi";
 /// distroless `nonroot`: any numeric non-root user can write an `emptyDir`.
 const INSTALLER_USER: u64 = 65532;
-
-/// The command of the installer: copy the program from the image into the volume.
-pub fn installer_argv() -> [&'static str; 3] {
-    [IMAGE_PROGRAM, INSTALL, PROGRAM_DIR]
-}
-
-pub(super) fn is_installer(container: &Value) -> bool {
-    container
-        .get("command")
-        .and_then(Value::as_array)
-        .is_some_and(|argv| {
-            argv.iter()
-                .map(Value::as_str)
-                .eq(installer_argv().map(Some))
-        })
-}
 
 fn name_of(value: &Value) -> Option<&str> {
     value.get("name").and_then(Value::as_str)
@@ -286,7 +270,7 @@ fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
 /// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`),
 /// with our init containers added and removed by index (see `init_diff`).
 pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
-    super::init_diff::diff(original, mutated)
+    crate::mutation::inject::init_diff::diff(original, mutated)
 }
 
 #[cfg(test)]

@@ -18,11 +18,11 @@
 //! and is read back through the same validator as annotations, so a hand-written or
 //! forged record can do no more than the annotations its author could write anyway.
 
-use super::settings::{
+use crate::config::{Config, Mode};
+use crate::mutation::scope::settings::{
     Annotations, BadAnnotation, Cleanup, Settings, CLEANUP, COMMAND, CONTAINERS, FIX_SHELL,
     HOOK_SECONDS, MODE, PREFIX, SETTINGS, SHELL, SHUTDOWN_SECONDS,
 };
-use crate::config::{Config, Mode};
 use serde_json::{json, Map, Value};
 
 const VERSION: u64 = 1;
@@ -158,7 +158,9 @@ pub fn read(
         .filter(|(key, _)| !["version", EXPLICIT].contains(&key.as_str()))
     {
         let full = format!("{PREFIX}{key}");
-        if key.contains('/') || [SETTINGS, super::settings::STATUS].contains(&full.as_str()) {
+        if key.contains('/')
+            || [SETTINGS, crate::mutation::scope::settings::STATUS].contains(&full.as_str())
+        {
             return Err(bad(format!("unknown setting {key:?}; {written_by_us}")));
         }
         keys.insert(full, value.clone());
@@ -180,7 +182,7 @@ pub fn read(
         return Ok(Some(Recorded::OptedOut));
     }
     let mut settings = annotations
-        .settings(super::Endpoint::Mutate, config)
+        .settings(crate::mutation::Endpoint::Mutate, config)
         .map_err(inner)?;
     if settings.cleanup == Cleanup::Auto {
         settings.cleanup_requested = explicit;
@@ -192,7 +194,7 @@ pub fn read(
 mod tests {
     use super::*;
 
-    fn settings_of(annotations: Value, endpoint: super::super::Endpoint) -> Settings {
+    fn settings_of(annotations: Value, endpoint: crate::mutation::Endpoint) -> Settings {
         let map = annotations.as_object().unwrap().clone();
         Annotations::recorded(&map)
             .settings(endpoint, &Config::default())
@@ -206,7 +208,7 @@ mod tests {
 
     #[test]
     fn settings_survive_the_record() {
-        use super::super::Endpoint::*;
+        use crate::mutation::Endpoint::*;
         for (annotations, endpoint) in [
             (json!({}), Mutate),
             (json!({}), MutateAuto),

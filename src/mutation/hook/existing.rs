@@ -1,6 +1,6 @@
 //! What a container's `lifecycle.preStop` holds before we touch it.
 
-use super::hook::{Before, Hook};
+use crate::mutation::hook::{Before, Hook};
 use serde_json::Value;
 
 /// The preStop handler a container already has.

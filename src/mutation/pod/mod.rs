@@ -2,16 +2,19 @@
 //! cleanup sidecar, the cleaner program's delivery, the grace period and the status
 //! annotation.
 
-use super::delivery::Delivery;
-use super::existing::Existing;
-use super::gates::{self, storable};
-use super::hook::{Action, Before, Hook};
-use super::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
-use super::sidecar::{self, SidecarPlan};
-use super::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
-use super::targets::{self, PathRefusal};
-use super::{grace, image, restarts, sharing, shell_fix, stale_paths};
 use crate::config::{CleanerMode, Config, Mode};
+use crate::mutation::containers::app_containers;
+use crate::mutation::hook::existing::Existing;
+use crate::mutation::hook::{Action, Before, Hook};
+use crate::mutation::inject::delivery::Delivery;
+use crate::mutation::inject::sidecar::{self, SidecarPlan};
+use crate::mutation::scope::gates::{self, storable};
+use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
+use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
+use crate::mutation::targets::{self, PathRefusal};
+use crate::mutation::{
+    grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
+};
 use serde_json::{json, Map, Value};
 
 /// What happens to one app container.
@@ -90,7 +93,7 @@ pub fn mutate(
                         if let (Some(why), Action::Cleanup(paths)) =
                             (&settings.shared_by, &hook.action)
                         {
-                            let paths = super::hook::target_paths(paths);
+                            let paths = crate::mutation::hook::target_paths(paths);
                             sharing::warn_shared(container, &paths, why, &mut warnings);
                         }
                         set_exec(container, hook.to_argv(mode));
@@ -184,13 +187,6 @@ fn admit(
             restore.map_or(Plan::Leave, Plan::Restore)
         }
     }
-}
-
-pub(super) fn app_containers(spec: &Value) -> &[Value] {
-    spec.get("containers")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
 }
 
 fn name_of(container: &Value) -> &str {
@@ -403,7 +399,7 @@ fn plan_container(
                 }
             };
             return Plan::Sidecar {
-                paths: super::hook::target_paths(paths),
+                paths: crate::mutation::hook::target_paths(paths),
                 restore: ours,
                 fallback,
             };

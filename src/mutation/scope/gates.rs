@@ -3,9 +3,9 @@
 //! the server always fills it in, with the oldest supported release when it cannot learn
 //! the real one. Thresholds and their sources: [`crate::kube_version`].
 
-use super::hook::Before;
 use crate::config::Config;
 use crate::kube_version::{self, KubeVersion};
+use crate::mutation::hook::Before;
 
 /// The version that rules out `feature`, if any.
 fn lacking(config: &Config, feature: KubeVersion) -> Option<KubeVersion> {
@@ -16,7 +16,7 @@ fn lacking(config: &Config, feature: KubeVersion) -> Option<KubeVersion> {
 
 /// The denial sentence for an explicit `mode: sidecar` on a cluster without native
 /// sidecars, which would drop `restartPolicy: Always` and leave the pod waiting forever.
-pub(super) fn sidecar_denial(config: &Config) -> Option<String> {
+pub(in crate::mutation) fn sidecar_denial(config: &Config) -> Option<String> {
     lacking(config, kube_version::NATIVE_SIDECARS).map(|version| {
         format!(
             "sidecar mode needs Kubernetes ≥ {} (native sidecars); this cluster runs {version}; \
@@ -27,7 +27,7 @@ pub(super) fn sidecar_denial(config: &Config) -> Option<String> {
 }
 
 /// Why sidecar mode cannot be chosen automatically, as a short phrase for a warning.
-pub(super) fn sidecar_unavailable(config: &Config) -> Option<String> {
+pub(in crate::mutation) fn sidecar_unavailable(config: &Config) -> Option<String> {
     if !config.sidecar.allowed {
         return Some("sidecar mode is not allowed".to_owned());
     }
@@ -42,7 +42,7 @@ pub(super) fn sidecar_unavailable(config: &Config) -> Option<String> {
 /// The user's handler as this cluster can store it: a `sleep` action below 1.30 becomes
 /// `exec: [sleep, N]` (an empty handler would be rejected), and a zero sleep below 1.33,
 /// which does nothing, becomes no handler at all.
-pub(super) fn storable(
+pub(in crate::mutation) fn storable(
     before: Before,
     config: &Config,
     container: &str,

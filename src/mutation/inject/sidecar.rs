@@ -10,11 +10,12 @@
 //! those mounts reference ([`SidecarPlan`] decides which containers it can serve), and a
 //! name no container of the pod has. It is recognised by its command, never its name.
 
-use super::hook;
-pub use super::sidecar_plan::SidecarPlan;
-use super::sidecar_plan::{check_merged, copy_of};
-use super::targets;
 use crate::config::{CleanerMode, Config};
+use crate::mutation::hook;
+use crate::mutation::hook::ours::is_our_sidecar;
+pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
+use crate::mutation::inject::sidecar_plan::{check_merged, copy_of};
+use crate::mutation::targets;
 use serde_json::{json, Map, Value};
 
 /// The sidecar's name, unless a container of the pod already has it: then
@@ -95,30 +96,17 @@ const OWNED_KEYS: &[&str] = &[
     "securityContext",
 ];
 
-/// Whether an init container is the sidecar we generated (by its command, not its name).
-pub(super) fn is_ours(container: &Value) -> bool {
-    container
-        .get("command")
-        .and_then(Value::as_array)
-        .and_then(|argv| {
-            argv.iter()
-                .map(|a| a.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-        })
-        .is_some_and(|argv| hook::sidecar_targets(&argv).is_some())
-}
-
 /// The mounts of our existing sidecar that are no copy of an app container's mount:
 /// admission plugins put them there (the ServiceAccount token, say) and they stay.
 pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
     let Some(ours) = spec
         .get("initContainers")
         .and_then(Value::as_array)
-        .and_then(|list| list.iter().find(|c| is_ours(c)))
+        .and_then(|list| list.iter().find(|c| is_our_sidecar(c)))
     else {
         return Vec::new();
     };
-    let copies: Vec<Value> = super::pod::app_containers(spec)
+    let copies: Vec<Value> = crate::mutation::containers::app_containers(spec)
         .iter()
         .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
         .flatten()
@@ -166,7 +154,7 @@ pub fn apply(
     let position = spec
         .get("initContainers")
         .and_then(Value::as_array)
-        .and_then(|list| list.iter().position(is_ours));
+        .and_then(|list| list.iter().position(is_our_sidecar));
     let Some(plan) = plan else {
         if let Some(index) = position {
             remove(spec, index);
@@ -229,7 +217,7 @@ pub fn apply(
 fn place(list: &[Value]) -> usize {
     list.iter()
         .position(|c| {
-            !is_ours(c) && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+            !is_our_sidecar(c) && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
         })
         .unwrap_or(list.len())
 }

@@ -2,7 +2,7 @@
 //! the one mounted (`rm -rf /cadm-package/*` while the volume is at `/test-package`).
 //! What the user meant cannot be known, so this only feeds a warning.
 
-use super::targets::{is_at_or_below, Mount};
+use crate::mutation::targets::{is_at_or_below, Mount};
 
 /// Absolute paths that an `rm` in `script` deletes and that lie on none of `mounts`:
 /// deleting them removes nothing from any volume, only from the dying container.

@@ -12,9 +12,9 @@
 //! Known limit: a Job's `parallelism` may be raised after it was created, and Job
 //! UPDATEs are not reviewed (SPEC §1); its pods keep the decision recorded at creation.
 
-use super::record::controller_of;
-use super::settings::{Cleanup, Settings};
-use super::targets;
+use crate::mutation::scope::record::controller_of;
+use crate::mutation::scope::settings::{Cleanup, Settings};
+use crate::mutation::targets;
 use serde_json::Value;
 
 /// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
@@ -127,16 +127,18 @@ fn references_field(container: &Value, mount: &Value, fields: &[&str]) -> bool {
         return false;
     };
     let env = container.get("env").and_then(Value::as_array);
-    super::env_refs::references(expression).iter().any(|name| {
-        env.and_then(|list| {
-            list.iter()
-                .rev()
-                .find(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
+    crate::mutation::targets::env_refs::references(expression)
+        .iter()
+        .any(|name| {
+            env.and_then(|list| {
+                list.iter()
+                    .rev()
+                    .find(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
+            })
+            .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
+            .and_then(Value::as_str)
+            .is_some_and(|field| fields.contains(&field))
         })
-        .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
-        .and_then(Value::as_str)
-        .is_some_and(|field| fields.contains(&field))
-    })
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@
 //! Refusing the later container (first come, first served) is safe either way round:
 //! each container's own exec hook sees only that container's mounts, which passed.
 
-use super::env_refs;
-use super::targets::{self, is_at_or_below};
+use crate::mutation::targets::env_refs;
+use crate::mutation::targets::{self, is_at_or_below};
 use serde_json::{Map, Value};
 
 /// What the sidecar must clean and mount, gathered from the containers it serves.

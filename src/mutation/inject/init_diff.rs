@@ -7,7 +7,7 @@
 //! found first and become one `add` or `remove` at an index each; the rest is diffed as
 //! usual and touches only the fields that changed.
 
-use super::{delivery, sidecar};
+use crate::mutation::hook::ours::{is_installer, is_our_sidecar};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::Value;
@@ -23,8 +23,8 @@ enum Entry {
 /// Each entry of `list`: the first installer and the first sidecar of ours are ours,
 /// anything else (a copy of ours included) is the user's.
 fn entries(list: &[Value]) -> Vec<Entry> {
-    let installer = list.iter().position(delivery::is_installer);
-    let sidecar = list.iter().position(sidecar::is_ours);
+    let installer = list.iter().position(is_installer);
+    let sidecar = list.iter().position(is_our_sidecar);
     let mut users = 0;
     (0..list.len())
         .map(|index| {
@@ -118,14 +118,15 @@ fn init_container_path(index: usize) -> PointerBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mutation::hook::ours::installer_argv;
     use serde_json::json;
 
     fn installer() -> Value {
-        json!({"name": "prestop-install", "command": delivery::installer_argv()})
+        json!({"name": "prestop-install", "command": installer_argv()})
     }
 
     fn sidecar() -> Value {
-        let argv = super::super::hook::program_sidecar_argv(&["/scratch".to_owned().into()]);
+        let argv = crate::mutation::hook::program_sidecar_argv(&["/scratch".to_owned().into()]);
         json!({"name": "prestop-cleanup", "command": argv, "restartPolicy": "Always"})
     }
 

@@ -6,7 +6,7 @@
 //!   `liveness/readiness/startupProbe.exec.command`.
 //! - `argv[0]` `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
 //!   one array element is replaced, so the JSON diff stays one targeted `replace`.
-//! - Only when the run is **proven portable** ([`portable`](super::portable)): bash's own options are ones
+//! - Only when the run is **proven portable** ([`portable`](crate::mutation::shell_fix::portable)): bash's own options are ones
 //!   `sh` takes alike and the `-c` script parses into constructs and builtins that behave
 //!   the same in busybox `ash`, `dash` and `bash`, on errors too. Everything else — a
 //!   script file (`bash run.sh`: its content is unknown), commands from stdin (`bash`
@@ -17,11 +17,13 @@
 //! - One warning (≤ 120 chars, naming the container) per correction or refusal.
 //! - Odd JSON (wrong types, missing fields, non-string argv entries) is left untouched.
 
-use super::hook::Action;
-use super::image;
-use super::portable::gate::basename;
-use super::portable::{gate, Gate, Text};
+pub mod image;
+pub mod portable;
+
 use crate::config::{CleanerMode, Config};
+use crate::mutation::hook::Action;
+use portable::gate::basename;
+use portable::{gate, Gate, Text};
 use serde_json::{Map, Value};
 
 /// Warnings are shown by kubectl; the API server truncates longer ones.

@@ -9,7 +9,7 @@
 
 use super::{check, invocation, Blocker, Invocation};
 use crate::config::Config;
-use crate::mutation::image;
+use crate::mutation::shell_fix::image;
 
 /// What the shell would run.
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,6 @@
 //! SPEC §1: which kinds carry a pod template, where it is, and for which operations.
 
-use crate::admission::{GroupVersionKind, Operation};
+use crate::mutation::request::{GroupVersionKind, Operation};
 
 /// A kind we mutate and where its pod template lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

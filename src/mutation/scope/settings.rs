@@ -1,9 +1,9 @@
 //! SPEC §2: the `prestop-injector.io/` annotations, read from the object and its pod
 //! template (the template wins), validated into [`Settings`].
 
-use super::Endpoint;
 use crate::config::{Config, Mode};
 use crate::duration;
+use crate::mutation::Endpoint;
 use serde_json::{Map, Value};
 
 pub const PREFIX: &str = "prestop-injector.io/";

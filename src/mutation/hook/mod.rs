@@ -7,10 +7,10 @@
 //!     (--whole-filesystem)?)…, (--shell S --script T)?, (-- user…)?]`, the argv of the
 //!     static cleaner program as [`prestop_clean::argv::HookArgs::render`] writes it. No
 //!     shell unless a custom script needs one. Each target carries the identity the
-//!     program checks at run time ([`super::targets::identify`]).
+//!     program checks at run time ([`crate::mutation::targets::identify`]).
 //!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
 //!     the cleanup targets' paths (or the custom script) and `user` is the user's own
-//!     preStop argv, untouched. The script text comes from [`super::script`] and holds no
+//!     preStop argv, untouched. The script text comes from [`crate::mutation::hook::script`] and holds no
 //!     path and no user text. It has no run-time identity check: a target's expected
 //!     host path is not in its argv, and `sh` cannot check one.
 //! - [`Hook::from_argv`] returns `Some` exactly for argv that `to_argv` renders, in either
@@ -22,11 +22,15 @@
 //! - [`sidecar_argv`] / [`program_sidecar_argv`] / [`sidecar_targets`] do the same for
 //!   the cleanup sidecar (SPEC §7).
 
-use super::script::{self, ActionShape, BeforeShape, Shape, ARG0};
+pub(in crate::mutation) mod existing;
+pub(in crate::mutation) mod ours;
+pub mod script;
+
 use crate::config::CleanerMode;
 /// A cleanup target and the identity it must have on the node: the program's own type.
 pub use prestop_clean::argv::Target;
 use prestop_clean::argv::{HookArgs, Script, SidecarArgs};
+use script::{ActionShape, BeforeShape, Shape, ARG0};
 
 /// What runs before our action inside the one preStop handler: nothing, the user's own
 /// exec preStop with its exact argv (the hook exits with its status), or a former
@@ -35,7 +39,7 @@ pub use prestop_clean::argv::Before;
 
 /// Where the delivery init container puts the program: an `emptyDir` mounted read-only
 /// at this path in every target container. A leading dot keeps it out of the way of
-/// image paths; [`super::delivery`] refuses containers that mount anything there.
+/// image paths; [`crate::mutation::inject::delivery`] refuses containers that mount anything there.
 pub const PROGRAM_DIR: &str = "/.prestop-injector";
 /// The program inside a target container: `PROGRAM_DIR` / `prestop_clean::argv::PROGRAM_NAME`.
 pub const PROGRAM: &str = "/.prestop-injector/prestop-clean";
