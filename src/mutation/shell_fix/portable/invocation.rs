@@ -1,6 +1,6 @@
 //! bash's own arguments: which ones `/bin/sh` (busybox `ash`, `dash`) takes the same way.
 
-use super::{builtins, check, Blocker, Word};
+use super::{builtin_args, check, Blocker, Word};
 
 /// What bash was asked to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +77,7 @@ pub fn invocation<'a>(args: &[Option<&'a str>]) -> Invocation<'a> {
                         literal: true,
                         ..Word::default()
                     };
-                    match builtins::set_option(&word) {
+                    match builtin_args::set_option(&word) {
                         Ok(option) => errexit |= minus && option == "errexit",
                         Err(what) => return refuse(what),
                     }
