@@ -1,6 +1,7 @@
-//! SPEC §4, §7: the cleaner program in the mutation — delivery by the installer init
-//! container, shell-less images, names already taken, mounts in the way, migration from the
-//! v1 shell hook and the busybox sidecar, `cleaner.mode: shell`, and the API server's defaults.
+//! docs/DESIGN.md, the hook and the sidecar: the cleaner program in the mutation — delivery by the
+//! installer init container, shell-less images, names already taken, mounts in the way, migration
+//! from the v1 shell hook and the busybox sidecar, `cleaner.mode: shell`, and the API server's
+//! defaults.
 
 mod core_support;
 use core_support::test_config_with;

@@ -1,5 +1,5 @@
-//! SPEC §6 "one gate" (issue 17, class 1): every place of the patch that writes a shell
-//! path went through the portability proof.
+//! docs/DESIGN.md#the-shell-fix, "one gate" (issue 17, class 1): every place of the patch that
+//! writes a shell path went through the portability proof.
 //!
 //! The test does not know the writers: it mutates a corpus of busybox pods with
 //! `bash` texts in every position (command, command + args, `env bash`, postStart,

@@ -1,6 +1,6 @@
 //! Emptying a directory by file descriptor, without ever crossing a symlink or a mount.
 //!
-//! The contract (SPEC §3, last bullet):
+//! The contract (docs/DESIGN.md#how-the-walk-deletes):
 //! - Every subdirectory is opened relative to its parent's descriptor with
 //!   `openat2(O_DIRECTORY | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 //!   RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS)`: a directory swapped for a symlink between
@@ -117,7 +117,7 @@ pub(crate) struct Walk<'a> {
     /// Set when the walk stopped early (a read-only filesystem).
     pub stopped: bool,
     /// `(st_dev, st_ino)` of the roots of the container's other mounts (identity check,
-    /// SPEC §3): a directory that is one of them is never entered nor emptied.
+    /// docs/DESIGN.md#targets): a directory that is one of them is never entered nor emptied.
     pub other_mounts: HashMap<(u64, u64), Vec<u8>>,
     /// Tests: runs before each climb by `..`, to move directories at the worst moment.
     #[cfg(test)]

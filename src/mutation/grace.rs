@@ -1,4 +1,5 @@
-//! SPEC §5: the grace period must cover the preStop hooks and the app's shutdown.
+//! docs/DESIGN.md#grace-period: the grace period must cover the preStop hooks and the app's
+//! shutdown.
 
 use crate::config::Config;
 use crate::mutation::containers::app_containers;
@@ -11,7 +12,7 @@ use serde_json::{json, Value};
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: u64 = 30;
 
-/// SPEC §5: seconds a container's final preStop may take, from literal sleeps.
+/// docs/DESIGN.md#grace-period: seconds a container's final preStop may take, from literal sleeps.
 fn hook_estimate(container: &Value, config: &Config) -> u64 {
     match Existing::of(container) {
         Existing::Ours(hook) => {
@@ -28,8 +29,9 @@ fn hook_estimate(container: &Value, config: &Config) -> u64 {
     }
 }
 
-/// SPEC §5: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+ the sidecar's
-/// cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting value.
+/// docs/DESIGN.md#grace-period: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+
+/// the sidecar's cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting
+/// value.
 pub(super) fn raise(
     spec: &mut Value,
     settings: &Settings,

@@ -8,7 +8,7 @@
 //!   object yields no patch at all.
 //! - Idempotent: deciding again on the patched object yields no patch (our own hooks are
 //!   recognised and rebuilt, never wrapped twice).
-//! - Never patches DELETE, CONNECT, sub-resources or kinds outside SPEC §1.
+//! - Never patches DELETE, CONNECT, sub-resources or kinds outside docs/DESIGN.md#scope.
 //! - What a controller creates from a template (Pods, a Deployment's ReplicaSets, a
 //!   CronJob's Jobs) is decided from the settings recorded on that template, never
 //!   re-decided from what it carries; unrecorded, it is left alone (see `record`).

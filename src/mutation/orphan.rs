@@ -1,4 +1,4 @@
-//! SPEC §9: the orphan-delete guard on `/validate`.
+//! docs/DESIGN.md#responses: the orphan-delete guard on `/validate`.
 //!
 //! batch/v1 deletes a Job's pods only when the client asks for it: a DELETE without
 //! `propagationPolicy` (or with `Orphan`, or `orphanDependents: true`) leaves the pods

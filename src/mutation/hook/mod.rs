@@ -1,5 +1,9 @@
 //! The preStop exec command we generate, and recognising it again.
 //!
+//! Below the stages that build and check: `targets`, `inject`, `shell_fix` and `grace` read
+//! it, and it reads none of them. It decides the argv of a [`Hook`] (and of the sidecar);
+//! [`existing`] says what a container's preStop holds, [`ours`] which containers are ours.
+//!
 //! Contract:
 //! - A [`Hook`] (what runs before, what our part does) renders in one of two forms,
 //!   chosen by `cleaner.mode` ([`Hook::to_argv`]):
@@ -10,8 +14,8 @@
 //!     program checks at run time ([`crate::mutation::targets::identify`]).
 //!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
 //!     the cleanup targets' paths (or the custom script) and `user` is the user's own
-//!     preStop argv, untouched. The script text comes from [`crate::mutation::hook::script`] and holds no
-//!     path and no user text. It has no run-time identity check: a target's expected
+//!     preStop argv, untouched. The script text comes from [`crate::mutation::hook::script`] and
+//!     holds no path and no user text. It has no run-time identity check: a target's expected
 //!     host path is not in its argv, and `sh` cannot check one.
 //! - [`Hook::from_argv`] returns `Some` exactly for argv that `to_argv` renders, in either
 //!   form (any shell path, so v1 shell hooks of earlier releases are recognised and
@@ -20,7 +24,7 @@
 //!   cleanup hook is not part of the argv and reads back empty) and a user hook that only
 //!   looks like ours is left alone.
 //! - [`sidecar_argv`] / [`program_sidecar_argv`] / [`sidecar_targets`] do the same for
-//!   the cleanup sidecar (SPEC §7).
+//!   the cleanup sidecar (docs/DESIGN.md#the-sidecar).
 
 pub(in crate::mutation) mod existing;
 pub(in crate::mutation) mod ours;

@@ -37,7 +37,8 @@ const SIDECAR_HEADER: &str = "# prestop-injector sidecar v1";
 ///   contents survive. Names reach `rm`/`rmdir` as separate argv entries, never as shell
 ///   words, and always start with the absolute target, so a leading `-` is no option.
 /// - `find`'s exit status is not trusted alone (busybox's differs from GNU's on failed
-///   `-exec`), so what is left is checked with globs (the three patterns together match every name but `.` and `..`).
+///   `-exec`), so what is left is checked with globs (the three patterns together match every name
+///   but `.` and `..`).
 const CLEAN_FN: &str = r#"clean() {
   n=$1; shift; rc=0
   for t do
@@ -155,17 +156,19 @@ pub fn hook_script(shape: Shape) -> String {
         ActionShape::Custom => text.push_str(RUN_CUSTOM),
     }
     if before == BeforeShape::Exec {
-        // SPEC §4: the user's status when non-zero, else ours, so a failed cleanup after
-        // a successful user hook still reaches the kubelet (FailedPreStopHook event).
+        // docs/DESIGN.md#the-hook-and-the-cleaner-program: the user's status when non-zero, else
+        // ours, so a failed cleanup after a successful user hook still reaches the kubelet
+        // (FailedPreStopHook event).
         text.push_str(EXIT_COMPOSED);
     }
     text
 }
 
-/// The text releases before the composed exit status (SPEC §4) rendered for `shape`:
-/// a composed hook exited with the user's status even when the cleanup failed. Only
-/// composed hooks differ. Recognised as ours so that an upgrade replaces such a hook
-/// instead of wrapping it (and its old targets) as if it were the user's.
+/// The text releases before the composed exit status
+/// (docs/DESIGN.md#the-hook-and-the-cleaner-program) rendered for `shape`: a composed hook exited
+/// with the user's status even when the cleanup failed. Only composed hooks differ. Recognised as
+/// ours so that an upgrade replaces such a hook instead of wrapping it (and its old targets) as if
+/// it were the user's.
 pub fn legacy_hook_script(shape: Shape) -> Option<String> {
     (shape.before == BeforeShape::Exec)
         .then(|| hook_script(shape).replace(EXIT_COMPOSED, "exit \"$status\"\n"))

@@ -1,4 +1,4 @@
-//! SPEC §4: delivering the cleaner program into the pod.
+//! docs/DESIGN.md#the-hook-and-the-cleaner-program: delivering the cleaner program into the pod.
 //!
 //! An init container from `cleaner.image`, first in `initContainers`, runs
 //! `prestop-clean install /.prestop-injector`: it copies the static program into an

@@ -1,4 +1,4 @@
-//! The patch of a pod template (SPEC §8: targeted operations only).
+//! The patch of a pod template (docs/DESIGN.md#responses: targeted operations only).
 //!
 //! `json_patch::diff` compares arrays index by index: inserting one init container in
 //! front of the user's would become a `replace` of every one after it and an `add` at the

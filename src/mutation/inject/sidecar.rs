@@ -1,4 +1,5 @@
-//! SPEC §7: the native cleanup sidecar, an init container with `restartPolicy: Always`.
+//! docs/DESIGN.md#the-sidecar: the native cleanup sidecar, an init container with `restartPolicy:
+//! Always`.
 //!
 //! The kubelet sends SIGTERM to sidecars only after every app container has stopped —
 //! when a Job finishes and when its pod is deleted — so the cleanup, which runs in the
@@ -210,8 +211,8 @@ pub fn apply(
     Some(name)
 }
 
-/// SPEC §7: where our sidecar goes in `list` (without it): before the first user native
-/// sidecar, else last. Native sidecars stop in reverse order, so ours stops after every
+/// docs/DESIGN.md#the-sidecar: where our sidecar goes in `list` (without it): before the first user
+/// native sidecar, else last. Native sidecars stop in reverse order, so ours stops after every
 /// one that may still write or ship the directory; it needs nothing from them, and the
 /// installer (first, see `delivery`) is an ordinary init container.
 fn place(list: &[Value]) -> usize {

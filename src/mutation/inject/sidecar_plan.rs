@@ -1,5 +1,6 @@
 //! What the one cleanup sidecar mounts, defines and runs as, gathered container by
-//! container — and which containers it must refuse (SPEC §3, §7).
+//! container — and which containers it must refuse (docs/DESIGN.md#targets and
+//! #the-sidecar).
 //!
 //! Each app container's targets passed that container's own rules, but the sidecar
 //! sees the *union* of the mounts it copies: container A's hostPath at `/data` and B's
@@ -41,7 +42,7 @@ struct Share {
 
 impl SidecarPlan {
     /// A plan that also checks targets against `foreign` mounts: what admission plugins
-    /// added to our sidecar before this pass stays there, so it must obey §3 too.
+    /// added to our sidecar before this pass stays there, so it must obey the target rules too.
     pub fn around(foreign: Vec<Value>) -> SidecarPlan {
         SidecarPlan {
             foreign,
@@ -231,8 +232,8 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
         .collect())
 }
 
-/// SPEC §3 on the sidecar's own mount list: no two different mounts at one normalized
-/// path, and no mount at or below a target other than the one the target lives on.
+/// docs/DESIGN.md#targets on the sidecar's own mount list: no two different mounts at one
+/// normalized path, and no mount at or below a target other than the one the target lives on.
 pub(super) fn check_merged(mounts: &[Value], targets: &[String]) -> Result<(), String> {
     let paths: Vec<String> = mounts
         .iter()

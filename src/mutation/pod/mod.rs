@@ -1,6 +1,11 @@
 //! Mutation of one pod template (`metadata` + `spec`): shell fix, the preStop hooks or the
 //! cleanup sidecar, the cleaner program's delivery, the grace period and the status
 //! annotation.
+//!
+//! Runs the stages on one template: each app container's plan from `scope` and `targets`
+//! (`plan.rs`), then `shell_fix`, the hooks from `hook` or the sidecar from `inject`, the
+//! program's delivery and `grace`. Hands the mutated template back to the core, which
+//! diffs it into the patch.
 
 mod plan;
 

@@ -5,8 +5,8 @@
 use super::*;
 
 /// A sidecar plan becomes final once the sidecar accepts the container; when it must
-/// refuse it, the container keeps its own exec hook (its own mounts passed §3) or, when
-/// it can have none, is not cleaned — both with a warning.
+/// refuse it, the container keeps its own exec hook (its own mounts passed the target rules) or,
+/// when it can have none, is not cleaned — both with a warning.
 pub(super) fn admit(
     plan: Plan,
     sidecar: &mut SidecarPlan,
@@ -215,9 +215,9 @@ pub(super) fn plan_container(
         }
         _ => None,
     };
-    // SPEC §4: no exec-hook cleanup where the kubelet may start the container again in
-    // this pod; the sidecar cleans only when the pod ends — unless restart rules restart
-    // the whole pod in place, the sidecar included.
+    // docs/DESIGN.md#where-the-cleanup-runs: no exec-hook cleanup where the kubelet may start the
+    // container again in this pod; the sidecar cleans only when the pod ends — unless restart rules
+    // restart the whole pod in place, the sidecar included.
     let cleans = matches!(action, Action::Cleanup(_));
     let exec_impossible = exec_impossible.or_else(|| {
         let why = restarts::restarts_in_pod(spec, container).filter(|_| cleans)?;

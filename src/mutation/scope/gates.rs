@@ -1,4 +1,4 @@
-//! What the cluster's Kubernetes version lets the core emit (SPEC §7). The version is
+//! What the cluster's Kubernetes version lets the core emit (docs/KUBERNETES.md). The version is
 //! data in [`Config::kubernetes_version`]: `None` (offline use and tests) sets no limit;
 //! the server always fills it in, with the oldest supported release when it cannot learn
 //! the real one. Thresholds and their sources: [`crate::kube_version`].

@@ -1,5 +1,5 @@
-//! SPEC §7 "The Pod-level pass": a workload's effective settings, recorded on its pod
-//! template, so that what a controller creates from that template reproduces the
+//! docs/DESIGN.md#annotations, "The Pod-level pass": a workload's effective settings, recorded on
+//! its pod template, so that what a controller creates from that template reproduces the
 //! workload's decision instead of re-deciding from what it happens to carry.
 //!
 //! A controller copies only the template: the Pods of a Job never see the Job's own

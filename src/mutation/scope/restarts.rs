@@ -1,6 +1,6 @@
-//! SPEC §4: preStop is a container-stop hook, not a pod-end hook. Where may the kubelet
-//! kill a container and start it again *in the same pod*, on the same volumes? There an
-//! exec-hook cleanup empties the directory the next run starts on.
+//! docs/DESIGN.md#where-the-cleanup-runs: preStop is a container-stop hook, not a pod-end hook.
+//! Where may the kubelet kill a container and start it again *in the same pod*, on the same
+//! volumes? There an exec-hook cleanup empties the directory the next run starts on.
 //!
 //! Checked against the kubelet's source (kubernetes/kubernetes):
 //! - `killContainer` → `executePreStopHook` (pkg/kubelet/kuberuntime/kuberuntime_container.go)
@@ -28,7 +28,7 @@
 //! `Always` pod is not something we could confirm, so only the pod's `Never` with no
 //! container-level policy other than `Never` passes (fail closed).
 //!
-//! Known limits, not closable at admission (Pod UPDATEs are not reviewed, SPEC §1): a
+//! Known limits, not closable at admission (Pod UPDATEs are not reviewed, docs/DESIGN.md#scope): a
 //! running container whose definition changed (`containerChanged`, e.g. a Pod UPDATE of
 //! `image`) is restarted "regardless of the restart policy", and one the runtime reports
 //! in state Unknown is killed before it is started again.

@@ -1,5 +1,5 @@
-//! SPEC §2: the `prestop-injector.io/` annotations, read from the object and its pod
-//! template (the template wins), validated into [`Settings`].
+//! docs/DESIGN.md#annotations: the `prestop-injector.io/` annotations, read from the object and its
+//! pod template (the template wins), validated into [`Settings`].
 
 use crate::config::{Config, Mode};
 use crate::duration;
@@ -159,7 +159,7 @@ impl<'a> Annotations<'a> {
         }
     }
 
-    /// SPEC §1: any of our annotations other than `status` puts the object in scope —
+    /// docs/DESIGN.md#scope: any of our annotations other than `status` puts the object in scope —
     /// a `settings` record too: its pods would obey it, so it is recomputed (or removed)
     /// rather than left as someone wrote it.
     pub fn requests_injection(&self) -> bool {

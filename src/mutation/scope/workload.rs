@@ -1,4 +1,4 @@
-//! SPEC §1: which kinds carry a pod template, where it is, and for which operations.
+//! docs/DESIGN.md#scope: which kinds carry a pod template, where it is, and for which operations.
 
 use crate::mutation::request::{GroupVersionKind, Operation};
 

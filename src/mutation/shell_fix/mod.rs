@@ -1,4 +1,8 @@
-//! SPEC §6: `bash` in images that only have `sh`.
+//! The shell fix: `bash` in images that only have `sh` (docs/DESIGN.md#the-shell-fix).
+//!
+//! Decides, per container of an image without bash ([`image`]), which `bash` argv may run
+//! under `/bin/sh`: only those [`portable`] proves mean the same. Hands on the corrected
+//! argv and one warning per correction or refusal; `pod` runs it before the hooks.
 //!
 //! Contract:
 //! - Looks at every init and app container whose image lacks bash ([`image::lacks_bash`]):
@@ -6,10 +10,10 @@
 //!   `liveness/readiness/startupProbe.exec.command`.
 //! - `argv[0]` `bash` (any path) becomes `/bin/sh`; `env bash` becomes `env sh`. Only that
 //!   one array element is replaced, so the JSON diff stays one targeted `replace`.
-//! - Only when the run is **proven portable** ([`portable`](crate::mutation::shell_fix::portable)): bash's own options are ones
-//!   `sh` takes alike and the `-c` script parses into constructs and builtins that behave
-//!   the same in busybox `ash`, `dash` and `bash`, on errors too. Everything else — a
-//!   script file (`bash run.sh`: its content is unknown), commands from stdin (`bash`
+//! - Only when the run is **proven portable** ([`portable`](crate::mutation::shell_fix::portable)):
+//!   bash's own options are ones `sh` takes alike and the `-c` script parses into constructs and
+//!   builtins that behave the same in busybox `ash`, `dash` and `bash`, on errors too. Everything
+//!   else — a script file (`bash run.sh`: its content is unknown), commands from stdin (`bash`
 //!   alone, `bash -s`), `-l`, `-O`, `-o pipefail`, long options, `declare`, `[[ ]]`,
 //!   `$RANDOM`, … — keeps bash with a warning naming what blocked the rewrite: "bash: not
 //!   found" is a clear failure, a script whose meaning changed is not

@@ -1,5 +1,5 @@
-//! SPEC §6: is a `bash -c` script proven to mean the same under busybox `ash`, `dash` and
-//! `bash`? Only then may the shell fix run it with `/bin/sh`.
+//! docs/DESIGN.md#the-shell-fix: is a `bash -c` script proven to mean the same under busybox `ash`,
+//! `dash` and `bash`? Only then may the shell fix run it with `/bin/sh`.
 //!
 //! Contract:
 //! - [`check`] parses the script with a small recursive-descent parser of a POSIX `sh`
@@ -43,9 +43,9 @@
 //!   in a word that is globbed or matched (arguments, `for` words, `case` patterns) or
 //!   in a `${x%PAT}` pattern, whose value is a pattern (dash reads `[^a]`, `[[.a.]]`,
 //!   `[[=a=]]` otherwise); and `[^…]`, `[[.x.]]`, `[[=x=]]` written in a pattern.
-//! - Limits (documented in the README): a quoted expansion as a redirection target is trusted not to name
-//!   `/dev/tcp/…`, and one as a `wait` argument to be a child; glob order and `${#x}`
-//!   assume the C locale; the shells' own error numbering may differ (a failed `cd` or
+//! - Limits (documented in docs/SHELL-FIX.md): a quoted expansion as a redirection target is
+//!   trusted not to name `/dev/tcp/…`, and one as a `wait` argument to be a child; glob order and
+//!   `${#x}` assume the C locale; the shells' own error numbering may differ (a failed `cd` or
 //!   redirection exits 1 in bash, 2 in dash) where the script does not read `$?`;
 //!   programs started see `SHLVL` and `_` as each shell sets them; dash (unlike bash and
 //!   busybox) does not `exec` the last command of `-c`; `BASH_ENV`, `SHELLOPTS`,

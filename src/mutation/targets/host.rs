@@ -1,4 +1,4 @@
-//! Host paths: which directory on the node a container path is (SPEC §3).
+//! Host paths: which directory on the node a container path is (docs/DESIGN.md#targets).
 //!
 //! The host path of a target is the volume's `hostPath.path` + the mount's `subPath` + the
 //! target's suffix below its mount. A `subPathExpr` is a directory below the volume's that

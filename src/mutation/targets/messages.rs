@@ -95,7 +95,7 @@ fn unconfigured(container: &str, path: &str, host_path: &str) -> String {
     )
 }
 
-/// SPEC §8: a warning is at most 120 characters; long names and paths are cut.
+/// docs/DESIGN.md#responses: a warning is at most 120 characters; long names and paths are cut.
 fn fit(warning: String) -> String {
     const MAX: usize = 120;
     if warning.chars().count() <= MAX {

@@ -1,4 +1,9 @@
-//! SPEC §3: which directories a container's cleanup may delete the contents of.
+//! Targets: which directories a container's cleanup may delete the contents of
+//! (docs/DESIGN.md#targets).
+//!
+//! Takes the settings' cleanup paths (or `auto`) and each container's mounts; hands on,
+//! per container, the checked targets with the identity each must have on the node (or a
+//! refusal the user reads) to `pod`, which has them run by a hook or the sidecar.
 //!
 //! Everything here reads the pod spec only and is pure. A target is a container path at or
 //! below one of the cleaning container's own writable mounts, never `/`, and is refused
@@ -315,8 +320,8 @@ pub fn check_explicit(
         container_mounts(container).map_err(|bad| PathRefusal::BadMountPath(bad.mount_path))?;
     match check_target(spec, &mounts, path, config)? {
         Some(_) => Ok(()),
-        // Not a host directory, so under no allowed prefix (SPEC §3: non-hostPath volumes
-        // are never targets). `check_target` found the mount, so `mount_of` does too.
+        // Not a host directory, so under no allowed prefix (docs/DESIGN.md#targets: non-hostPath
+        // volumes are never targets). `check_target` found the mount, so `mount_of` does too.
         None => Err(PathRefusal::NotHostPath(
             mount_of(&mounts, path).map_or_else(String::new, |m| m.volume.to_owned()),
         )),

@@ -1,4 +1,5 @@
-//! SPEC §3 "Shared host directories": a host directory another pod may also use.
+//! docs/DESIGN.md#only-provably-private-directories-without-an-annotation: a host directory another
+//! pod may also use.
 //!
 //! A Job with `parallelism: 4`, a Deployment's replicas (and its rolling updates on one
 //! node), a StatefulSet's state, a DaemonSet's cache that a namespace-opted-in Job also
@@ -10,7 +11,8 @@
 //! may share it and that has no per-pod directory ([`warn_shared`]).
 //!
 //! Known limit: a Job's `parallelism` may be raised after it was created, and Job
-//! UPDATEs are not reviewed (SPEC §1); its pods keep the decision recorded at creation.
+//! UPDATEs are not reviewed (docs/DESIGN.md#scope); its pods keep the decision recorded at
+//! creation.
 
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings};
@@ -61,11 +63,11 @@ pub fn apply(settings: &mut Settings, shared_by: Option<String>) {
     }
 }
 
-/// SPEC §3: an implicit `auto` (no `cleanup` annotation on `/mutate/auto`) cleans only
-/// provably private directories ([`is_private`]); every other target is dropped with one
-/// warning naming the fix. Whoever else mounts that host directory — a DaemonSet's cache,
-/// the next run of a CronJob (`concurrencyPolicy: Allow`), a bare Pod's fixed hostPath —
-/// is invisible from here.
+/// docs/DESIGN.md#only-provably-private-directories-without-an-annotation: an implicit `auto` (no
+/// `cleanup` annotation on `/mutate/auto`) cleans only provably private directories
+/// ([`is_private`]); every other target is dropped with one warning naming the fix. Whoever else
+/// mounts that host directory — a DaemonSet's cache, the next run of a CronJob (`concurrencyPolicy:
+/// Allow`), a bare Pod's fixed hostPath — is invisible from here.
 pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut Vec<String>) {
     let name = container
         .get("name")

@@ -1,5 +1,5 @@
-//! SPEC §6, "one gate": the only function that may decide to run a text under `sh`
-//! instead of the `bash` it asked for.
+//! docs/DESIGN.md#the-shell-fix, "one gate": the only function that may decide to run a text under
+//! `sh` instead of the `bash` it asked for.
 //!
 //! Every writer of a shell path goes through [`gate`]: the container's `command`/`args`,
 //! lifecycle and probe `exec` (`shell_fix::fix_shells`), the shell of our own preStop
