@@ -1,8 +1,15 @@
 //! The arguments the allow-listed builtins with a grammar of their own may take: `set`,
 //! `printf`, `test`/`[`, `kill` and `trap` (see `builtins.rs` for the list itself).
 
-use super::builtins::*;
 use super::{no, Parser, Word, R};
+
+pub(super) fn show(text: &[u8]) -> String {
+    String::from_utf8_lossy(text).into_owned()
+}
+
+pub(super) fn literal_starts_dash(word: &Word) -> bool {
+    word.literal && word.text.first() == Some(&b'-')
+}
 
 const SIGNALS: &[&str] = &[
     "HUP", "INT", "QUIT", "KILL", "TERM", "USR1", "USR2", "STOP", "CONT", "ALRM",

@@ -173,14 +173,6 @@ pub(super) fn check_assigned(name: &[u8]) -> R<()> {
     Ok(())
 }
 
-pub(super) fn show(text: &[u8]) -> String {
-    String::from_utf8_lossy(text).into_owned()
-}
-
-pub(super) fn literal_starts_dash(word: &Word) -> bool {
-    word.literal && word.text.first() == Some(&b'-')
-}
-
 /// `exit`/`return`: a literal 0-255 or exactly `$?`. Any other value is the attacker's:
 /// `-1`, `256`, `+1`, ` 1`, `1\r`, `--` each end differently in bash, dash and busybox.
 pub(super) fn exit_code(args: &[Word]) -> R<()> {
