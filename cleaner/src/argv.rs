@@ -9,9 +9,9 @@
 //! ```
 //!
 //! Each target carries the identity the webhook expects it to have on the node
-//! (docs/DESIGN.md#targets, "decided by identity"): `--host` is the host directory (`hostPath.path`
-//! + `subPath` + the suffix below the mount; a `subPathExpr` kept verbatim in Kubernetes' `$(VAR)`
-//! syntax, every other `$` written `$$`), and `--whole-filesystem` says the operator
+//! (docs/DESIGN.md#identity-is-checked-on-the-node): `--host` is the host directory
+//! (`hostPath.path` + `subPath` + the suffix below the mount; a `subPathExpr` kept verbatim
+//! in Kubernetes' `$(VAR)` syntax, every other `$` written `$$`), and `--whole-filesystem` says the operator
 //! allowed exactly that host path, so its mount may be the root of a whole filesystem.
 //! A target without `--host` (a pod injected by an older release) still parses, but the
 //! program refuses to clean it.
