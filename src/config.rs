@@ -1,4 +1,4 @@
-//! The configuration file (SPEC §12). Every key is optional; unknown keys are an error
+//! The configuration file (docs/CONFIG.md). Every key is optional; unknown keys are an error
 //! that names the key, so a typo cannot silently fall back to a default.
 
 use crate::kube_version::KubeVersion;
@@ -37,8 +37,8 @@ pub struct Config {
     pub images_without_shell: Vec<String>,
     /// Host paths never cleaned by `auto`, added to the built-in list.
     pub protected_host_paths: Vec<String>,
-    /// The host directories every cleanup may empty, at or below (SPEC §3: the allow-list
-    /// first). Empty, the default: nothing that deletes is injected until the operator
+    /// The host directories every cleanup may empty, at or below (docs/DESIGN.md#targets: the
+    /// allow-list first). Empty, the default: nothing that deletes is injected until the operator
     /// names the node's scratch prefixes.
     pub allowed_host_path_prefixes: Vec<String>,
     /// Seconds a generated cleanup is given in the grace-period estimate.
@@ -59,7 +59,7 @@ pub struct Config {
     pub kubernetes_version: Option<KubeVersion>,
 }
 
-/// How the cleanup is carried out inside the pod (SPEC §4).
+/// How the cleanup is carried out inside the pod (docs/DESIGN.md#the-hook-and-the-cleaner-program).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum CleanerMode {
@@ -217,8 +217,8 @@ impl Config {
         Ok(())
     }
 
-    /// The start-up sentence about what the cleanup may delete (SPEC §3): said once, so an
-    /// operator who has not named any prefix learns why nothing is cleaned.
+    /// The start-up sentence about what the cleanup may delete (docs/DESIGN.md#targets): said once,
+    /// so an operator who has not named any prefix learns why nothing is cleaned.
     pub fn allow_list_summary(&self) -> String {
         if self.allowed_host_path_prefixes.is_empty() {
             "no allowedHostPathPrefixes configured: nothing that deletes is injected until the \

@@ -1,5 +1,5 @@
 //! The Kubernetes version of the cluster the webhook answers for, and which of our
-//! features each version can run (SPEC §7).
+//! features each version can run (docs/KUBERNETES.md).
 //!
 //! Only what the API server *accepts and keeps* matters: a 1.20 server silently drops a
 //! patch's `restartPolicy: Always` on an init container (the cleanup sidecar then never
@@ -9,11 +9,13 @@
 //! | feature | first version | why |
 //! |---|---|---|
 //! | exec preStop (everything else) | 1.20 | oldest supported |
-//! | `kubernetes.io/metadata.name` on every namespace (our namespaceSelector) | 1.21 | KEP-2161 NamespaceDefaultLabelName: beta on by default 1.21 |
-//! | `matchConditions` (webhook configuration) | 1.28 | KEP-3716 AdmissionWebhookMatchConditions: alpha 1.27, beta on by default 1.28 |
-//! | sidecar mode (native sidecars) | 1.29 | KEP-753 SidecarContainers: alpha 1.28, beta on by default 1.29 |
-//! | preStop `sleep` action | 1.30 | KEP-3960 PodLifecycleSleepAction: alpha 1.29, beta on by default 1.30 |
-//! | `sleep` of 0 seconds | 1.33 | KEP-4818 PodLifecycleSleepActionAllowZero: alpha 1.32, beta on by default 1.33 |
+//! | `kubernetes.io/metadata.name` on every namespace (our namespaceSelector) | 1.21 | KEP-2161
+//! NamespaceDefaultLabelName: beta on by default 1.21 | | `matchConditions` (webhook configuration)
+//! | 1.28 | KEP-3716 AdmissionWebhookMatchConditions: alpha 1.27, beta on by default 1.28 | |
+//! sidecar mode (native sidecars) | 1.29 | KEP-753 SidecarContainers: alpha 1.28, beta on by
+//! default 1.29 | | preStop `sleep` action | 1.30 | KEP-3960 PodLifecycleSleepAction: alpha 1.29,
+//! beta on by default 1.30 | | `sleep` of 0 seconds | 1.33 | KEP-4818
+//! PodLifecycleSleepActionAllowZero: alpha 1.32, beta on by default 1.33 |
 
 use serde::{Deserialize, Deserializer};
 use std::fmt;

@@ -8,9 +8,8 @@
 //! The core on its own, as the server and `prestop-injector mutate` call it:
 //!
 //! ```
-//! use prestop_injector::admission::{GroupVersionKind, Operation, Request};
 //! use prestop_injector::config::Config;
-//! use prestop_injector::mutation::{decide, Endpoint};
+//! use prestop_injector::mutation::{decide, Endpoint, GroupVersionKind, Operation, Request};
 //! use serde_json::json;
 //!
 //! let job = json!({

@@ -163,7 +163,7 @@ fn the_server_serves_the_certificate_to_a_verifying_client() {
         .unwrap();
     let mut tls = rustls::StreamOwned::new(connection, socket);
     // An empty review: the handshake (verified against our CA and name) must succeed,
-    // and the server must answer in HTTP (SPEC §10: a malformed body is a 400).
+    // and the server must answer in HTTP (docs/DESIGN.md#server: a malformed body is a 400).
     tls.write_all(
         b"POST /mutate HTTP/1.1\r\nHost: prestop-injector.prestop-system.svc\r\n\
           Content-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",

@@ -1,5 +1,5 @@
 //! Issue 17, class 5: protection was a list of names, and no list of names is complete.
-//! The rule now (SPEC §3): **an allow-list first**. Nothing outside
+//! The rule now (docs/DESIGN.md#targets): **an allow-list first**. Nothing outside
 //! `allowedHostPathPrefixes` is deleted; with none configured (the shipped default)
 //! nothing that deletes is injected, and every object that asked for a cleanup is told so.
 //! The protected list stays as the second check, and knows the distribution layouts.

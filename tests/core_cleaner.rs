@@ -1,14 +1,15 @@
-//! SPEC §4, §7: the cleaner program in the mutation — delivery by the installer init
-//! container, shell-less images, names already taken, mounts in the way, migration from the
-//! v1 shell hook and the busybox sidecar, `cleaner.mode: shell`, and the API server's defaults.
+//! docs/DESIGN.md, the hook and the sidecar: the cleaner program in the mutation — delivery by the
+//! installer init container, shell-less images, names already taken, mounts in the way, migration
+//! from the v1 shell hook and the busybox sidecar, `cleaner.mode: shell`, and the API server's
+//! defaults.
 
 mod core_support;
 use core_support::test_config_with;
 
 use core_support::*;
 use prestop_injector::config::DEFAULT_CLEANER_IMAGE;
-use prestop_injector::mutation::delivery::{INSTALLER_NAME, VOLUME_NAME};
 use prestop_injector::mutation::hook::{Action, Before, Hook, IMAGE_PROGRAM, PROGRAM};
+use prestop_injector::mutation::inject::delivery::{INSTALLER_NAME, VOLUME_NAME};
 use prestop_injector::mutation::{Endpoint, SIDECAR_NAME};
 use serde_json::{json, Value};
 

@@ -1,5 +1,6 @@
-//! SPEC §4–§9: the injected hook, grace period, shell fix, sidecar, TTL, status, the
-//! orphan guard and the wire response — each asserted on the patched object.
+//! docs/DESIGN.md, from the hook to the responses: the injected hook, grace period, shell fix,
+//! sidecar, TTL, status, the orphan guard and the wire response — each asserted on the patched
+//! object.
 
 mod core_support;
 use core_support::{test_config, test_config_with};
@@ -67,7 +68,7 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
                 "-c".into(),
                 "rm -rf /cadm-package/*".into()
             ]),
-            // The host directory the program checks at run time (SPEC §3).
+            // The host directory the program checks at run time (docs/DESIGN.md#targets).
             action: Action::Cleanup(vec![Target::on_host(
                 "/test-package",
                 "/test-package/143319e8-5061-4bd7-b926-59efe1d85350-all/package"

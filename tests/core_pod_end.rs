@@ -1,6 +1,6 @@
-//! Issue 17, class 3: preStop runs on container restarts (SPEC §4). The kubelet runs the
-//! preStop before every kill — after a failed liveness or startup probe too — and then
-//! starts the container again in the same pod, on the data directory the hook just
+//! Issue 17, class 3: preStop runs on container restarts (docs/DESIGN.md#where-the-cleanup-runs).
+//! The kubelet runs the preStop before every kill — after a failed liveness or startup probe too —
+//! and then starts the container again in the same pod, on the data directory the hook just
 //! emptied. So an exec-hook cleanup goes only where the kubelet cannot start that
 //! container again in its pod; elsewhere the sidecar cleans (it gets SIGTERM only when
 //! the pod ends) where the cluster runs it, else nothing is injected (the reaper cleans

@@ -208,7 +208,7 @@ fn specs(object: &Value) -> Vec<&Value> {
     .collect()
 }
 
-/// SPEC §3: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
+/// docs/DESIGN.md#targets: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
 fn sole_user(object: &Value) -> bool {
     let parallelism = |p: &str| object.pointer(p).and_then(Value::as_u64).unwrap_or(1);
     match object["kind"].as_str().unwrap_or_default() {

@@ -1,4 +1,5 @@
-//! Issue 9, class 5: the Pod-level pass reproduces the workload's decision (SPEC §7).
+//! Issue 9, class 5: the Pod-level pass reproduces the workload's decision
+//! (docs/DESIGN.md#annotations, "The Pod-level pass").
 //!
 //! Each test builds the workload, decides it, applies the patch with json-patch, then
 //! builds what the controller creates exactly as it would — the template's metadata and

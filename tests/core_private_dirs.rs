@@ -1,5 +1,6 @@
-//! Issue 17, class 7: `auto` without an annotation on shared directories (SPEC §3), and
-//! the admission half of class 6: a PV inside the target.
+//! Issue 17, class 7: `auto` without an annotation on shared directories
+//! (docs/DESIGN.md#only-provably-private-directories-without-an-annotation), and the admission half
+//! of class 6: a PV inside the target.
 //!
 //! On `/mutate/auto` without a `cleanup` annotation only provably private, per-pod
 //! directories are cleaned: a mount whose `subPathExpr` references an env var of the

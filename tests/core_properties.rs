@@ -246,7 +246,7 @@ fn job() -> impl Strategy<Value = Value> {
         })
 }
 
-/// Where the feature may write (SPEC §8: targeted operations only).
+/// Where the feature may write (docs/DESIGN.md#responses: targeted operations only).
 fn allowed(path: &str) -> bool {
     let container_fields = [
         "/command/0",
@@ -372,12 +372,12 @@ proptest! {
         check_targets(&patched)?;
         let lists = safety_oracle::Lists { protected: &config.protected_host_paths, allowed: &config.allowed_host_path_prefixes };
         let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], lists, SidecarMounts::SourceContainer);
-        prop_assert!(violations.is_empty(), "SPEC §3 violated: {violations:?}\nin {patched}");
+        prop_assert!(violations.is_empty(), "docs/DESIGN.md#targets violated: {violations:?}\nin {patched}");
     }
 
-    /// SPEC §7: the sidecar's own merged mount list obeys §3 too (issue 9 class 4). The pod
-    /// runs as a numeric non-root user, or the sidecar (Pod Security `restricted`) is
-    /// never used and this would only test exec hooks.
+    /// docs/DESIGN.md#the-sidecar: the sidecar's own merged mount list obeys the target rules too
+    /// (issue 9 class 4). The pod runs as a numeric non-root user, or the sidecar (Pod Security
+    /// `restricted`) is never used and this would only test exec hooks.
     #[test]
     fn sidecar_mount_list_obeys_the_target_rules(mut object in job(), protected in pick(&["", "/data/keep"])) {
         object["spec"]["template"]["spec"]["securityContext"] = json!({"runAsUser": 1000});
@@ -392,7 +392,7 @@ proptest! {
         json_patch::patch(&mut patched, &patch).map_err(|e| TestCaseError::fail(format!("patch does not apply: {e}")))?;
         let lists = safety_oracle::Lists { protected: &config.protected_host_paths, allowed: &config.allowed_host_path_prefixes };
         let violations = safety_oracle::violations(&patched["spec"]["template"]["spec"], lists, SidecarMounts::Own);
-        prop_assert!(violations.is_empty(), "SPEC §7 violated: {violations:?}\nin {patched}");
+        prop_assert!(violations.is_empty(), "docs/DESIGN.md#the-sidecar violated: {violations:?}\nin {patched}");
     }
 
     /// The server skips parsing objects it cannot act on (admission::review): it must

@@ -1,4 +1,5 @@
-//! SPEC §1, §2, §3, §8: which requests are mutated, and every denial message.
+//! docs/DESIGN.md, Scope, Annotations, Targets and Responses: which requests are mutated, and every
+//! denial message.
 
 mod core_support;
 

@@ -1,7 +1,8 @@
-//! Issue 9, class 6: shared host directories (SPEC §3). On `/mutate/auto` without a
-//! cleanup annotation only provably private directories are cleaned (issue 17 class 7,
-//! see also core_private_dirs.rs); an explicit annotation proceeds with a warning naming
-//! the fix when the object's own pods may share the directory.
+//! Issue 9, class 6: shared host directories
+//! (docs/DESIGN.md#only-provably-private-directories-without-an-annotation). On `/mutate/auto`
+//! without a cleanup annotation only provably private directories are cleaned (issue 17 class 7,
+//! see also core_private_dirs.rs); an explicit annotation proceeds with a warning naming the fix
+//! when the object's own pods may share the directory.
 
 mod core_support;
 use core_support::test_config;

@@ -1,5 +1,5 @@
-//! Issue 17, class 10: sidecar order (SPEC §7). Native sidecars stop in reverse order,
-//! so a cleanup sidecar appended last stops first and empties what a user's uploader
+//! Issue 17, class 10: sidecar order (docs/DESIGN.md#the-sidecar). Native sidecars stop in reverse
+//! order, so a cleanup sidecar appended last stops first and empties what a user's uploader
 //! sidecar was about to ship. It goes before every user native sidecar, stays there on
 //! every pass, and gets there by a targeted `add` (or `remove` + `add`) at an index.
 

@@ -1,6 +1,6 @@
-//! Issue 9, classes 4 and 8: the cleanup sidecar's own mount list obeys SPEC §3, and the
+//! Issue 9, classes 4 and 8: the cleanup sidecar's own mount list obeys the target rules, and the
 //! sidecar is a container the API server, Pod Security `restricted` and the kubelet
-//! accept (SPEC §7).
+//! accept (docs/DESIGN.md#the-sidecar).
 
 mod core_support;
 use core_support::test_config;
@@ -58,8 +58,8 @@ fn below(path: &str, base: &str) -> bool {
     path == base || base == "/" || path.starts_with(&format!("{base}/"))
 }
 
-/// SPEC §3 on the sidecar's mount list: no other mount at or below a target, one mount
-/// per normalized path.
+/// docs/DESIGN.md#targets on the sidecar's mount list: no other mount at or below a target, one
+/// mount per normalized path.
 fn assert_mount_list_is_safe(sidecar: &Value) {
     let targets = sidecar_argv(sidecar).unwrap();
     let paths: Vec<String> = sidecar["volumeMounts"]

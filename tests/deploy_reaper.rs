@@ -1,6 +1,6 @@
-//! The node reaper's packaging (deploy/components/reaper, SPEC §13): it renders and
-//! validates with every install, starts in --dry-run, mounts exactly the host directories
-//! it may clean, has exactly the API access and the capabilities docs/INSTALL.md lists,
+//! The node reaper's packaging (deploy/components/reaper, docs/DESIGN.md#the-node-reaper): it
+//! renders and validates with every install, starts in --dry-run, mounts exactly the host
+//! directories it may clean, has exactly the API access and the capabilities docs/INSTALL.md lists,
 //! runs the webhook's image, and lives in its own `privileged` namespace, prestop-reaper,
 //! while the webhook's prestop-system stays `restricted`.
 

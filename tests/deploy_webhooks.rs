@@ -1,5 +1,6 @@
 //! The webhook configurations and the cert-manager objects the overlays install: the
-//! settings docs/INSTALL.md promises, the rules of SPEC §1, and how the overlays compose.
+//! settings docs/INSTALL.md promises, the rules of docs/DESIGN.md#scope, and how the overlays
+//! compose.
 
 #[path = "support/deploy.rs"]
 mod common;
@@ -9,8 +10,8 @@ use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// SPEC §1: the kinds, and for each the operations, the webhook must see.
-const SPEC_KINDS: [(&str, &str, &[&str]); 7] = [
+/// docs/DESIGN.md#scope: the kinds, and for each the operations, the webhook must see.
+const WEBHOOK_KINDS: [(&str, &str, &[&str]); 7] = [
     ("batch", "jobs", &["CREATE"]),
     ("batch", "cronjobs", &["CREATE", "UPDATE"]),
     ("", "pods", &["CREATE"]),
@@ -52,7 +53,7 @@ fn webhook_configurations_carry_the_promised_settings() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
-    let spec: BTreeSet<_> = SPEC_KINDS
+    let spec: BTreeSet<_> = WEBHOOK_KINDS
         .iter()
         .flat_map(|(group, resource, ops)| {
             ops.iter()
@@ -70,7 +71,7 @@ fn webhook_configurations_carry_the_promised_settings() {
         assert_eq!(
             matched(mutating),
             spec,
-            "{overlay}: mutating rules = SPEC §1"
+            "{overlay}: mutating rules = the kinds of docs/DESIGN.md#scope"
         );
         for (key, value) in [
             ("sideEffects", json!("None")),

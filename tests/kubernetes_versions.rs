@@ -1,5 +1,5 @@
-//! SPEC §7: never emit what the cluster cannot run. The Kubernetes version is data in the
-//! config; below 1.29 sidecar mode is refused (explicit) or off (automatic), and below
+//! docs/KUBERNETES.md: never emit what the cluster cannot run. The Kubernetes version is data in
+//! the config; below 1.29 sidecar mode is refused (explicit) or off (automatic), and below
 //! 1.30 no preStop `sleep` action is written. `mutate --kubernetes-version` decides the same.
 
 mod core_support;

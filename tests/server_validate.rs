@@ -1,5 +1,5 @@
-//! SPEC §9 through the real server: DELETE of a Job on `/validate`, over verified TLS,
-//! for every propagationPolicy × orphanDependents × annotated-or-not, with the default
+//! docs/DESIGN.md#responses through the real server: DELETE of a Job on `/validate`, over verified
+//! TLS, for every propagationPolicy × orphanDependents × annotated-or-not, with the default
 //! (warn) and the deny configuration. Never a patch; the mutating endpoints never patch a
 //! DELETE either.
 

@@ -1,5 +1,5 @@
-//! SPEC §6, the proof behind the shell fix: every corpus script the fix rewrites from
-//! `bash` to `/bin/sh` runs under bash, dash and busybox `sh` in a sandbox
+//! docs/DESIGN.md#the-shell-fix, the proof behind the shell fix: every corpus script the fix
+//! rewrites from `bash` to `/bin/sh` runs under bash, dash and busybox `sh` in a sandbox
 //! (`support/sandbox.rs`), and all three must leave the same files, print the same
 //! stdout, agree on whether they wrote to stderr, and exit with the same status.
 //! Scripts the fix refuses are not run; they are counted, and the corpus file says which
@@ -14,8 +14,8 @@
 //! number never reaches its output.)
 //!
 //! Corpus: `tests/fixtures/shell-corpus/{portable,refused}.txt`, entries separated by
-//! `#### NAME [BASH OPTIONS] [-- OPERANDS]` lines (default options `-c`); each sandbox run starts from
-//! the same files (see `fill`), cwd `/work`, env `PATH=/bb HOME=/work
+//! `#### NAME [BASH OPTIONS] [-- OPERANDS]` lines (default options `-c`); each sandbox run starts
+//! from the same files (see `fill`), cwd `/work`, env `PATH=/bb HOME=/work
 //! TARGET=/scratch/work EMPTY= NAME=demo`, all commands busybox applets, as in a busybox
 //! image.
 //!

@@ -1,5 +1,5 @@
-//! SPEC §6 "one gate" (issue 17, class 1): every place of the patch that writes a shell
-//! path went through the portability proof.
+//! docs/DESIGN.md#the-shell-fix, "one gate" (issue 17, class 1): every place of the patch that
+//! writes a shell path went through the portability proof.
 //!
 //! The test does not know the writers: it mutates a corpus of busybox pods with
 //! `bash` texts in every position (command, command + args, `env bash`, postStart,
@@ -13,7 +13,7 @@ mod core_support;
 
 use core_support::mutate_with;
 use prestop_injector::config::{CleanerMode, Config};
-use prestop_injector::mutation::portable::{check, invocation, Invocation};
+use prestop_injector::mutation::shell_fix::portable::{check, invocation, Invocation};
 use prestop_injector::mutation::Endpoint;
 use serde_json::{json, Value};
 

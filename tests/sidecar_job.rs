@@ -1,8 +1,8 @@
-//! SPEC §7 end to end under `cleaner.mode: shell`: a Job annotated `mode: sidecar` is
-//! mutated by the core, and the command of the init container it gets runs as a real
-//! process in busybox `sh`, `dash` and `bash` — it deletes nothing while the Job runs, and empties the scratch directory
-//! (dot-files included, the directory and a symlink's outside target kept) when SIGTERM
-//! arrives, which is what the kubelet sends once the Job's containers have finished.
+//! docs/DESIGN.md#the-sidecar end to end under `cleaner.mode: shell`: a Job annotated `mode:
+//! sidecar` is mutated by the core, and the command of the init container it gets runs as a real
+//! process in busybox `sh`, `dash` and `bash` — it deletes nothing while the Job runs, and empties
+//! the scratch directory (dot-files included, the directory and a symlink's outside target kept)
+//! when SIGTERM arrives, which is what the kubelet sends once the Job's containers have finished.
 
 mod core_support;
 #[path = "support/shells.rs"]

@@ -1,4 +1,4 @@
-//! The run-time identity check (SPEC §3, "decided by identity, not by spelling"): before
+//! The run-time identity check (docs/DESIGN.md#identity-is-checked-on-the-node): before
 //! the program empties a target, it asks the kernel which directory of the node the
 //! opened target really is, and compares that with the host path the webhook expected.
 //!

@@ -53,7 +53,7 @@ pub fn empty_directory(path: &str) -> Report {
     clean(path, None)
 }
 
-/// Empties `target.path` after checking its identity on the node (SPEC §3; see
+/// Empties `target.path` after checking its identity on the node (docs/DESIGN.md#targets; see
 /// [`identity`]): what [`empty_directory`] does, for the hook and the sidecar. A target
 /// without `--host`, whose mount shows another host directory than `--host`, that is a
 /// whole filesystem without `--whole-filesystem`, or that is another mount's root, is

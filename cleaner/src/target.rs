@@ -31,8 +31,8 @@ pub(crate) enum NotOpened {
     Skipped(String),
 }
 
-/// The defence in depth the webhook already applies (SPEC §3): absolute, normalized (no
-/// `.`, `..`, `//`, trailing `/`), not `/`, no NUL byte. `Err` is the reason.
+/// The defence in depth the webhook already applies (docs/DESIGN.md#targets): absolute, normalized
+/// (no `.`, `..`, `//`, trailing `/`), not `/`, no NUL byte. `Err` is the reason.
 pub fn check_target(path: &str) -> Result<(), &'static str> {
     if !path.starts_with('/') {
         return Err("not an absolute path");

@@ -1,6 +1,6 @@
 //! Emptying a directory by file descriptor, without ever crossing a symlink or a mount.
 //!
-//! The contract (SPEC §3, last bullet):
+//! The contract (docs/DESIGN.md#how-the-walk-deletes):
 //! - Every subdirectory is opened relative to its parent's descriptor with
 //!   `openat2(O_DIRECTORY | O_NOFOLLOW, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
 //!   RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS)`: a directory swapped for a symlink between
@@ -117,7 +117,7 @@ pub(crate) struct Walk<'a> {
     /// Set when the walk stopped early (a read-only filesystem).
     pub stopped: bool,
     /// `(st_dev, st_ino)` of the roots of the container's other mounts (identity check,
-    /// SPEC §3): a directory that is one of them is never entered nor emptied.
+    /// docs/DESIGN.md#targets): a directory that is one of them is never entered nor emptied.
     pub other_mounts: HashMap<(u64, u64), Vec<u8>>,
     /// Tests: runs before each climb by `..`, to move directories at the worst moment.
     #[cfg(test)]
@@ -338,152 +338,6 @@ impl<'a> Walk<'a> {
             self.stack[oldest].dir = None;
         }
     }
-
-    /// Closes the descriptor of the frame furthest up that still has one, except the
-    /// target's and the working directory's; false when there is none to close.
-    fn close_oldest(&mut self) -> bool {
-        let top = self.stack.len().saturating_sub(1);
-        match self
-            .stack
-            .get_mut(1..top)
-            .and_then(|frames| frames.iter_mut().find(|frame| frame.dir.is_some()))
-        {
-            Some(frame) => {
-                frame.dir = None;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Makes sure the parent of `child` (now the top frame) has a descriptor, reopening
-    /// it by `..` and resuming its stream when it was closed. False when `..` is not the
-    /// directory we came from.
-    fn ascend(&mut self, child: &Frame) -> bool {
-        let depth = self.stack.len();
-        match self.stack.last() {
-            Some(parent) if depth > 1 && parent.dir.is_none() => {}
-            Some(_) => return true,
-            None => return false,
-        }
-        let Some(child_fd) = child.dir.as_ref().and_then(|dir| dir.fd().ok()) else {
-            return false;
-        };
-        #[cfg(test)]
-        if let Some(hook) = self.before_climb.as_mut() {
-            hook();
-        }
-        let Some(parent) = self.stack.last_mut() else {
-            return false;
-        };
-        let resolve =
-            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV;
-        let reopened = retry_on_intr(|| openat2(child_fd, "..", DIR_FLAGS, Mode::empty(), resolve));
-        let fd = match reopened.and_then(|fd| fstat(&fd).map(|st| (fd, st))) {
-            Ok((fd, st)) if st.st_dev == parent.dev && st.st_ino == parent.ino => fd,
-            _ => return false,
-        };
-        match Dir::new(fd) {
-            Ok(mut dir) => {
-                // Where the stream was: the offset is the filesystem's cookie for "after
-                // the last entry taken", valid for a new descriptor of the same directory
-                // on every filesystem that can be exported over NFS. Should it not be,
-                // entries are skipped (the directory's removal then fails and the next
-                // pass takes them) or one is seen again (the child just walked is not
-                // walked twice).
-                if dir.seek(parent.offset).is_err() {
-                    parent.done = true;
-                    parent.failed = Some(Reason::Changing);
-                    self.changed = true;
-                }
-                parent.resumed_after = Some(child.name.clone());
-                parent.dir = Some(dir);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Removes the (walked) directory `name` from the top frame; `left` is how many of
-    /// its entries are known to have survived.
-    fn remove_dir(&mut self, name: CString, left: u64) {
-        for _ in 0..MAX_TRIES {
-            match unlinkat(self.top_fd(), &name, AtFlags::REMOVEDIR) {
-                Ok(()) => {
-                    self.removed += 1;
-                    return;
-                }
-                Err(Errno::NOENT) => return,
-                Err(Errno::INTR) => {}
-                Err(Errno::NOTEMPTY | Errno::EXIST) if left > 0 => {
-                    // Only holds survivors, which are named: count it, don't name it.
-                    self.left += 1;
-                    if let Some(top) = self.stack.last_mut() {
-                        top.left += 1;
-                    }
-                    return;
-                }
-                Err(Errno::NOTEMPTY | Errno::EXIST) => {
-                    // Empty when walked, not now: someone is writing into it.
-                    self.changed = true;
-                    return self.survive(&name, Reason::Changing);
-                }
-                // Swapped for a file or symlink after the walk: remove what it is now.
-                Err(Errno::NOTDIR) => {
-                    return self.entry(Entry {
-                        name,
-                        kind: Kind::Unknown,
-                    })
-                }
-                Err(err) => return self.survive(&name, err.into()),
-            }
-        }
-        self.survive(&name, Reason::Changing);
-    }
-
-    /// A directory we may not read (mode 000 and not root): it can still go if empty.
-    fn remove_unreadable(&mut self, name: CString) {
-        match retry_on_intr(|| unlinkat(self.top_fd(), &name, AtFlags::REMOVEDIR)) {
-            Ok(()) => self.removed += 1,
-            Err(Errno::NOENT) => {}
-            Err(Errno::NOTEMPTY | Errno::EXIST | Errno::ACCESS) => {
-                self.survive(&name, Reason::PermissionDenied)
-            }
-            Err(err) => self.survive(&name, err.into()),
-        }
-    }
-
-    fn survive(&mut self, name: &CStr, reason: Reason) {
-        if let Some(top) = self.stack.last_mut() {
-            top.left += 1;
-        }
-        let path = self.path_of(name);
-        self.survive_path(path, reason);
-    }
-
-    fn survive_path(&mut self, path: Vec<u8>, reason: Reason) {
-        self.left += 1;
-        if reason == Reason::ReadOnly {
-            self.stopped = true;
-        }
-        if self.survivors.len() < MAX_NAMED {
-            self.survivors.push(Survivor { path, reason });
-        } else {
-            self.unnamed += 1;
-        }
-    }
-
-    /// The full path of `name` in the top frame, for messages only.
-    fn path_of(&self, name: &CStr) -> Vec<u8> {
-        let mut path = self.target.as_bytes().to_vec();
-        for frame in self.stack.iter().skip(1) {
-            path.push(b'/');
-            path.extend_from_slice(frame.name.to_bytes());
-        }
-        path.push(b'/');
-        path.extend_from_slice(name.to_bytes());
-        path
-    }
 }
 
 /// A stream of the directory `fd` from its start. A dup shares the file offset with `fd`:
@@ -528,100 +382,8 @@ impl From<Errno> for Reason {
     }
 }
 
+mod climb;
+mod remove;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rustix::fs::{openat, CWD};
-    use std::cell::Cell;
-    use std::fs;
-    use std::path::PathBuf;
-    use std::rc::Rc;
-
-    /// `target/l0/…/l79` with files at the bottom; returns the path of `l10`.
-    fn deep_tree(target: &std::path::Path) -> PathBuf {
-        let mut dir = target.to_path_buf();
-        let mut middle = PathBuf::new();
-        for level in 0..80 {
-            dir.push(format!("l{level}"));
-            if level == 10 {
-                middle = dir.clone();
-            }
-        }
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join("f"), "junk").unwrap();
-        middle
-    }
-
-    /// Filesystems that report `DT_UNKNOWN` (some FUSE, old XFS): every entry is
-    /// looked at with `fstatat(AT_SYMLINK_NOFOLLOW)` first, links are still never
-    /// followed and file sizes still counted.
-    #[test]
-    fn entries_of_unknown_type_are_looked_at_first() {
-        let base = tempfile::tempdir().unwrap();
-        let target = base.path().join("target");
-        let canary = base.path().join("canary");
-        fs::create_dir_all(target.join("d/e")).unwrap();
-        fs::create_dir(&canary).unwrap();
-        fs::write(canary.join("keep"), "canary").unwrap();
-        fs::write(target.join("d/e/f"), "12345").unwrap();
-        std::os::unix::fs::symlink(&canary, target.join("d/link")).unwrap();
-        let root = openat(CWD, &target, DIR_FLAGS, Mode::empty()).unwrap();
-        let mut walk = Walk::new(target.to_str().unwrap(), root.as_fd());
-        walk.unknown_types = true;
-        walk.run();
-        assert_eq!((walk.removed, walk.bytes, walk.left), (4, 5, 0));
-        assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
-        assert_eq!(fs::read_to_string(canary.join("keep")).unwrap(), "canary");
-    }
-
-    /// The walk climbs back by `..` above the descriptor window. When a directory was
-    /// moved out of the target meanwhile, `..` is not the directory it came from: the
-    /// walk stops (the caller walks again) and never removes anything beside it.
-    #[test]
-    fn a_directory_moved_out_mid_walk_is_noticed_on_the_way_up() {
-        let base = tempfile::tempdir().unwrap();
-        let target = base.path().join("target");
-        let outside = base.path().join("outside");
-        fs::create_dir_all(outside.join("canary")).unwrap();
-        fs::write(outside.join("canary/keep"), "canary").unwrap();
-        let middle = deep_tree(&target);
-        let root = openat(CWD, &target, DIR_FLAGS, Mode::empty()).unwrap();
-        let target_str = target.to_str().unwrap();
-        let mut walk = Walk::new(target_str, root.as_fd());
-        let climbs = Rc::new(Cell::new(0));
-        let (counter, from, to) = (climbs.clone(), middle.clone(), outside.join("moved"));
-        walk.before_climb = Some(Box::new(move || {
-            if counter.get() == 0 {
-                fs::rename(&from, &to).unwrap();
-            }
-            counter.set(counter.get() + 1);
-        }));
-        walk.run();
-        assert!(climbs.get() > 1, "the walk never climbed by ..");
-        assert!(walk.changed);
-        assert_eq!(walk.survivors.len(), 1);
-        assert_eq!(walk.survivors[0].reason, Reason::Changing);
-        assert!(walk.survivors[0].path.ends_with(b"/l9/l10"));
-        // Beside the moved directory, in `outside`, nothing was touched.
-        assert_eq!(
-            fs::read_to_string(outside.join("canary/keep")).unwrap(),
-            "canary"
-        );
-        assert!(outside.join("moved").is_dir());
-        // A second pass (as empty_directory does) empties what is still in the target.
-        let mut again = Walk::new(target_str, root.as_fd());
-        again.run();
-        assert!(!again.changed);
-        assert_eq!(
-            again.left,
-            0,
-            "{:?}",
-            again
-                .survivors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
-    }
-}
+mod tests;

@@ -1,5 +1,6 @@
-//! The run-time identity check (issue 17 classes 4, 5 and 6; SPEC §3 "decided by
-//! identity"), with real mounts in a private mount namespace (`unshare -m` as root).
+//! The run-time identity check (issue 17 classes 4, 5 and 6;
+//! docs/DESIGN.md#identity-is-checked-on-the-node, "decided by identity"), with real mounts in a
+//! private mount namespace (`unshare -m` as root).
 //!
 //! Each test lays out a "node" under `$D/H` and a "container" under `$D/ctr`, and plays
 //! the kubelet: it resolves the host path as the kubelet does (following every symlink)

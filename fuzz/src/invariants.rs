@@ -1,4 +1,4 @@
-//! The core's invariants (SPEC §3, §5, §8), checked on one review.
+//! The core's invariants (docs/DESIGN.md: targets, grace period, responses), checked on one review.
 //!
 //! - never a panic: `admission::respond` turns a panic into `Outcome::Error`, and
 //!   libFuzzer's panic hook aborts before that anyway;
@@ -8,7 +8,8 @@
 //!   decides exactly as the core does on the whole request;
 //! - DELETE, CONNECT, sub-resources, unsupported kinds and `/validate` never get a patch;
 //! - a denial carries no patch; warnings are at most 120 characters;
-//! - the patch applies (json-patch, RFC 6902) and touches only the fields SPEC §8 lists;
+//! - the patch applies (json-patch, RFC 6902) and touches only the fields docs/DESIGN.md#responses
+//!   lists;
 //! - a second pass on the patched object yields neither a patch nor a denial;
 //! - unknown fields survive: every leaf outside the fields we may rewrite is unchanged;
 //! - the grace period is never lowered;
@@ -25,7 +26,8 @@ use prestop_injector::admission::{self, Operation, Outcome, Request};
 use prestop_injector::config::Config;
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook, PROGRAM};
 use prestop_injector::mutation::targets::{is_at_or_below, mounts, normalize};
-use prestop_injector::mutation::{decide, workload, Decision, Endpoint};
+use prestop_injector::mutation::scope::workload;
+use prestop_injector::mutation::{decide, Decision, Endpoint};
 use serde_json::Value;
 
 pub const ENDPOINTS: [Endpoint; 3] = [Endpoint::Mutate, Endpoint::MutateAuto, Endpoint::Validate];
@@ -123,7 +125,7 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
         let path = operation.path().to_string();
         assert!(
             allowed_path(&path, template, workload.job_spec),
-            "the patch touches {path}, which SPEC §8 does not allow\npatch: {}",
+            "the patch touches {path}, which docs/DESIGN.md#responses does not allow\npatch: {}",
             json(patch)
         );
     }
@@ -152,8 +154,8 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
     check_safety(after, config);
 }
 
-/// SPEC §3 (issue 17 class 5, issue 9 classes 1–3): every target's host path is at or
-/// below an allowed prefix, no target has another volume at or below it in the container
+/// docs/DESIGN.md#targets (issue 17 class 5, issue 9 classes 1–3): every target's host path is at
+/// or below an allowed prefix, no target has another volume at or below it in the container
 /// that cleans it, no other hostPath view of the pod at or below its host path, and its
 /// host path neither inside nor containing a protected path.
 pub fn check_safety(template: &Value, config: &Config) {
@@ -172,7 +174,7 @@ pub fn check_safety(template: &Value, config: &Config) {
     let violations = safety_oracle::violations(spec, lists, SidecarMounts::SourceContainer);
     assert!(
         violations.is_empty(),
-        "SPEC §3 violated: {violations:?}\nin {template}"
+        "docs/DESIGN.md#targets violated: {violations:?}\nin {template}"
     );
 }
 
@@ -180,7 +182,7 @@ fn json(patch: &json_patch::Patch) -> String {
     serde_json::to_string(patch).unwrap_or_default()
 }
 
-/// SPEC §8: targeted operations only.
+/// docs/DESIGN.md#responses: targeted operations only.
 pub fn allowed_path(path: &str, template: &str, job_spec: Option<&str>) -> bool {
     if job_spec.is_some_and(|spec| path == format!("{spec}/ttlSecondsAfterFinished")) {
         return true;
@@ -195,7 +197,8 @@ pub fn allowed_path(path: &str, template: &str, job_spec: Option<&str>) -> bool 
         || rest == "metadata"
         || rest == "metadata/annotations"
         || rest == "metadata/annotations/prestop-injector.io~1status"
-        // The workload's settings record (SPEC §7, the Pod-level pass), also ours.
+        // The workload's settings record (docs/DESIGN.md#annotations, the Pod-level pass), also
+        // ours.
         || rest == "metadata/annotations/prestop-injector.io~1settings"
         || rest == "spec/initContainers"
         || rest.starts_with("spec/initContainers/")
@@ -231,7 +234,8 @@ fn rewritable(field: &str) -> bool {
 }
 
 /// The list itself (added when absent) or one whole element: the cleaner program's volume
-/// and read-only mount are appended and removed as a whole (SPEC §4).
+/// and read-only mount are appended and removed as a whole
+/// (docs/DESIGN.md#the-hook-and-the-cleaner-program).
 fn list_entry(field: &str, list: &str) -> bool {
     let index = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     field
@@ -239,7 +243,8 @@ fn list_entry(field: &str, list: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.strip_prefix('/').is_some_and(index))
 }
 
-/// `…/exec/command` or an element of it (probes and lifecycle handlers, SPEC §6).
+/// `…/exec/command` or an element of it (probes and lifecycle handlers,
+/// docs/DESIGN.md#the-shell-fix).
 fn exec_command(field: &str) -> bool {
     field.ends_with("/exec/command")
         || field
@@ -352,7 +357,7 @@ fn flatten<'a>(value: &'a Value, pointer: String, out: &mut Vec<(String, &'a Val
     }
 }
 
-/// SPEC §5: never lowered (an absent value means the API server's default, 30).
+/// docs/DESIGN.md#grace-period: never lowered (an absent value means the API server's default, 30).
 pub fn check_grace(before: &Value, after: &Value) {
     let grace = |template: &Value| {
         template
@@ -384,7 +389,7 @@ fn argv(value: Option<&Value>) -> Option<Vec<String>> {
         .collect()
 }
 
-/// SPEC §3: the targets of every hook or sidecar we wrote.
+/// docs/DESIGN.md#targets: the targets of every hook or sidecar we wrote.
 pub fn check_targets(before: &Value, after: &Value) {
     let list = |template: &Value, field: &str| -> Vec<Value> {
         template

@@ -8,7 +8,7 @@
 pub mod invariants;
 pub mod template;
 
-/// SPEC §3 checked by the same independent oracle as `tests/core_properties.rs` (it is
-/// deliberately not `prestop_injector::mutation::targets`, so a bug there shows here).
+/// docs/DESIGN.md#targets checked by the same independent oracle as `tests/core_properties.rs` (it
+/// is deliberately not `prestop_injector::mutation::targets`, so a bug there shows here).
 #[path = "../../tests/support/safety_oracle.rs"]
 pub mod safety_oracle;

@@ -8,9 +8,11 @@
 
 use crate::config::Config;
 use crate::mutation::{self, Decision, Endpoint};
+/// The request as the review carries it; the core owns the type it decides on.
+pub use crate::mutation::{GroupVersionKind, Operation, Request};
 use base64::Engine as _;
 use serde::de::{DeserializeOwned, IgnoredAny};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use std::io::Write as _;
 
@@ -106,66 +108,6 @@ impl<O: ObjectRead, Old: ObjectRead> RequestIn<O, Old> {
 /// escapes neither letters, `-` nor `.`, so a review whose text lacks it carries none of
 /// our annotations.
 const ANNOTATION_MARK: &[u8] = b"prestop-injector.io";
-
-/// The parts of an AdmissionRequest we read. Everything else in the review is ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Request {
-    #[serde(default)]
-    pub uid: String,
-    #[serde(default)]
-    pub kind: GroupVersionKind,
-    #[serde(default)]
-    pub sub_resource: Option<String>,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub namespace: Option<String>,
-    #[serde(default)]
-    pub operation: Operation,
-    #[serde(default)]
-    pub object: Option<Value>,
-    #[serde(default)]
-    pub old_object: Option<Value>,
-    #[serde(default)]
-    pub dry_run: Option<bool>,
-    #[serde(default)]
-    pub options: Option<Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
-pub struct GroupVersionKind {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub version: String,
-    #[serde(default)]
-    pub kind: String,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Operation {
-    Create,
-    Update,
-    Delete,
-    Connect,
-    #[default]
-    #[serde(other)]
-    Unknown,
-}
-
-impl Operation {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Create => "CREATE",
-            Operation::Update => "UPDATE",
-            Operation::Delete => "DELETE",
-            Operation::Connect => "CONNECT",
-            Operation::Unknown => "UNKNOWN",
-        }
-    }
-}
 
 /// A request body that is not a usable AdmissionReview: answered with HTTP 400.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

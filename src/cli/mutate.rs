@@ -1,4 +1,4 @@
-//! `prestop-injector mutate`: the webhook's decision, offline (SPEC §11).
+//! `prestop-injector mutate`: the webhook's decision, offline (docs/DESIGN.md#cli).
 //!
 //! Each manifest is sent to the same core as the server, as the API server would send it
 //! for a dry-run CREATE; an `AdmissionReview` document is decided as given. The patch is

@@ -14,7 +14,7 @@ pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-no
 /// Namespace label that opts a namespace in, in `namespace-opt-in` mode.
 pub const OPT_IN_LABEL: (&str, &str) = ("prestop-injector.io/inject", "enabled");
 
-/// Kinds and operations of SPEC §1: (API group, resources, operations).
+/// Kinds and operations of docs/DESIGN.md#scope: (API group, resources, operations).
 pub const MUTATING_RULES: [(&str, &[&str], &[&str]); 4] = [
     ("batch", &["jobs"], &["CREATE"]),
     ("batch", &["cronjobs"], &["CREATE", "UPDATE"]),
@@ -47,7 +47,7 @@ object.spec.jobTemplate.spec.template.metadata.annotations.exists(k, \
 k.startsWith('prestop-injector.io/') && k != 'prestop-injector.io/status')))";
 
 /// CEL: the object is not opted out with `prestop-injector.io/inject: "false"`. The pod
-/// template's value wins over the object's, as in the server (SPEC §1); the server
+/// template's value wins over the object's, as in the server (docs/DESIGN.md#scope); the server
 /// still decides: this only saves the round trip.
 pub const NOT_OPTED_OUT_EXPRESSION: &str = "object == null || !(\
 (has(object.spec) && has(object.spec.template) && has(object.spec.template.metadata) && \

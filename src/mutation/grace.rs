@@ -1,17 +1,18 @@
-//! SPEC §5: the grace period must cover the preStop hooks and the app's shutdown.
+//! docs/DESIGN.md#grace-period: the grace period must cover the preStop hooks and the app's
+//! shutdown.
 
-use super::existing::Existing;
-use super::hook::Action;
-use super::pod::app_containers;
-use super::script;
-use super::settings::Settings;
 use crate::config::Config;
+use crate::mutation::containers::app_containers;
+use crate::mutation::hook::existing::Existing;
+use crate::mutation::hook::script;
+use crate::mutation::hook::Action;
+use crate::mutation::scope::settings::Settings;
 use serde_json::{json, Value};
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: u64 = 30;
 
-/// SPEC §5: seconds a container's final preStop may take, from literal sleeps.
+/// docs/DESIGN.md#grace-period: seconds a container's final preStop may take, from literal sleeps.
 fn hook_estimate(container: &Value, config: &Config) -> u64 {
     match Existing::of(container) {
         Existing::Ours(hook) => {
@@ -28,8 +29,9 @@ fn hook_estimate(container: &Value, config: &Config) -> u64 {
     }
 }
 
-/// SPEC §5: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+ the sidecar's
-/// cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting value.
+/// docs/DESIGN.md#grace-period: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+
+/// the sidecar's cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting
+/// value.
 pub(super) fn raise(
     spec: &mut Value,
     settings: &Settings,

@@ -8,7 +8,7 @@
 //!   object yields no patch at all.
 //! - Idempotent: deciding again on the patched object yields no patch (our own hooks are
 //!   recognised and rebuilt, never wrapped twice).
-//! - Never patches DELETE, CONNECT, sub-resources or kinds outside SPEC §1.
+//! - Never patches DELETE, CONNECT, sub-resources or kinds outside docs/DESIGN.md#scope.
 //! - What a controller creates from a template (Pods, a Deployment's ReplicaSets, a
 //!   CronJob's Jobs) is decided from the settings recorded on that template, never
 //!   re-decided from what it carries; unrecorded, it is left alone (see `record`).
@@ -18,41 +18,37 @@
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
 //!   value and the accepted forms.
 
-use crate::admission::Request;
 use crate::config::Config;
+use inject::delivery;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use record::Recorded;
+use scope::{gates, record, settings, workload};
 use serde_json::{Map, Value};
 use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
+use targets::sharing;
 use workload::Workload;
 
-pub mod delivery;
-mod env_refs;
-mod existing;
-mod gates;
+// The pipeline, in the order a review meets it: `scope` (is the object ours to change,
+// and with which settings), `targets` (which directories), `hook` (the preStop command we
+// write and recognise), `inject` (how the cleanup reaches the pod: the installer or the
+// sidecar), `shell_fix` (bash in images without it), `grace` (the termination grace
+// period). `pod` runs them on one pod template; `orphan` is the `/validate` guard.
+mod containers;
 mod grace;
 pub mod hook;
-pub mod image;
-mod init_diff;
+pub mod inject;
 mod orphan;
 mod pod;
-pub mod portable;
-mod record;
-mod restarts;
-pub mod script;
-pub mod settings;
-mod sharing;
+mod request;
+pub mod scope;
 pub mod shell_fix;
-mod sidecar;
-mod sidecar_plan;
-mod stale_paths;
 pub mod targets;
-pub mod workload;
 
 pub use grace::DEFAULT_GRACE_SECONDS;
+pub use inject::sidecar::NAME as SIDECAR_NAME;
 pub use orphan::MESSAGE as ORPHAN_DELETE_MESSAGE;
-pub use sidecar::NAME as SIDECAR_NAME;
+pub use request::{GroupVersionKind, Operation, Request};
 
 /// Which URL the review came to; decides the default scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

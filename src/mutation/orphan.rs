@@ -1,13 +1,13 @@
-//! SPEC §9: the orphan-delete guard on `/validate`.
+//! docs/DESIGN.md#responses: the orphan-delete guard on `/validate`.
 //!
 //! batch/v1 deletes a Job's pods only when the client asks for it: a DELETE without
 //! `propagationPolicy` (or with `Orphan`, or `orphanDependents: true`) leaves the pods
 //! running, and their preStop cleanup only runs whenever they are deleted later.
 
-use super::settings::STATUS;
 use super::{Decision, Denial};
-use crate::admission::{Operation, Request};
 use crate::config::{Config, OrphanDelete};
+use crate::mutation::request::{Operation, Request};
+use crate::mutation::scope::settings::STATUS;
 use serde_json::Value;
 
 pub const MESSAGE: &str =

@@ -16,7 +16,7 @@
 use super::expand;
 use crate::config::Config;
 use crate::mutation::hook::{sidecar_targets, target_paths, Action, Hook};
-use crate::mutation::settings::STATUS;
+use crate::mutation::scope::settings::STATUS;
 use crate::mutation::targets::{
     check_target, container_mounts, mount_host_path_with, mount_of, pod_views_resolving, HostPath,
     PathRefusal, SubPath,

@@ -1,4 +1,4 @@
-//! "In use" by identity, not by spelling (SPEC §13; issue 17, class 8).
+//! "In use" by identity, not by spelling (docs/DESIGN.md#the-node-reaper; issue 17, class 8).
 //!
 //! The ledger compares host paths as the pod specs spell them. A pod can reach the same
 //! directory through a symlink on the node (`hostPath: /data/cache` → `/mnt/scratch/job`),

@@ -1,4 +1,4 @@
-//! `prestop-injector reap`: the node reaper (SPEC §13).
+//! `prestop-injector reap`: the node reaper (docs/REAPER.md).
 //!
 //! preStop hooks and the cleanup sidecar run only when the kubelet terminates a pod
 //! gracefully. When a pod is force-deleted, garbage-collected for a lost node, or its
@@ -62,7 +62,7 @@ pub struct ReapArgs {
     pub pod_name: Option<String>,
     #[arg(long, env = "PRESTOP_INJECTOR_POD_NAMESPACE", requires = "pod_name")]
     pub pod_namespace: Option<String>,
-    /// The configuration file of the webhook (SPEC §12); allowedHostPathPrefixes must be set.
+    /// The configuration file of the webhook (docs/CONFIG.md); allowedHostPathPrefixes must be set.
     #[arg(long, env = "PRESTOP_INJECTOR_CONFIG", value_name = "FILE")]
     pub config: PathBuf,
     /// Where the node's filesystem is mounted in this container: host path P is

@@ -30,7 +30,7 @@ pub struct ConnLimits {
     pub header_timeout: Duration,
     /// A connection with nothing in flight and nothing pending is closed after this.
     pub idle_timeout: Duration,
-    /// Older connections are closed after their current request (SPEC §10).
+    /// Older connections are closed after their current request (docs/DESIGN.md#server).
     pub max_age: Duration,
     /// Once a graceful close has started, how long the connection may take to finish
     /// (a client that stops reading its response would otherwise hold it forever).

@@ -1,6 +1,6 @@
 //! HTTP routing: the admission endpoints (TLS port) and the probes (plain-HTTP port).
 //!
-//! The transport checks run in the order of SPEC §10's error table: empty body (by
+//! The transport checks run in the order of docs/DESIGN.md#server's error table: empty body (by
 //! Content-Length) 400, content type 415, size 413 (Content-Length first, then a capped
 //! read), then whatever [`review`] refuses as 400. Every refusal is a plain-text sentence.
 

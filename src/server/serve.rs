@@ -36,7 +36,7 @@ pub struct Settings {
     pub watch_cert_files: bool,
     pub shutdown_delay: Duration,
     pub drain_timeout: Duration,
-    /// Where the cluster's Kubernetes version comes from (SPEC §7).
+    /// Where the cluster's Kubernetes version comes from (docs/KUBERNETES.md).
     pub kubernetes_version: VersionSource,
 }
 

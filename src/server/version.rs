@@ -1,4 +1,4 @@
-//! Which Kubernetes version the mutations are decided for (SPEC §7).
+//! Which Kubernetes version the mutations are decided for (docs/KUBERNETES.md).
 //!
 //! `kubernetesVersion` in the config wins. Otherwise `serve` asks the API server's
 //! `/version` (the `kube` client with the in-cluster config, or the kubeconfig outside a

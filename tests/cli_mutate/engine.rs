@@ -1,4 +1,5 @@
-//! Behaviour with the mutation engine (SPEC §1–§6) on the examples and fixtures.
+//! Behaviour with the mutation engine (docs/DESIGN.md, Scope to The shell fix) on the examples and
+//! fixtures.
 
 use super::*;
 use serde_json::{json, Value};
@@ -238,8 +239,8 @@ fn other_kinds_carry_the_status_on_their_template() {
     assert!(hook.iter().any(|arg| arg == "/work"), "{hook:?}");
 }
 
-/// SPEC §8 on every example and fixture, on both endpoints: the patch applies and a second
-/// pass over the result patches nothing (reinvocationPolicy IfNeeded is safe).
+/// docs/DESIGN.md#responses on every example and fixture, on both endpoints: the patch applies and
+/// a second pass over the result patches nothing (reinvocationPolicy IfNeeded is safe).
 #[test]
 fn every_example_and_fixture_is_idempotent() {
     let mut files: Vec<String> = ["examples", "tests/fixtures"]

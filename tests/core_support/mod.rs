@@ -59,7 +59,7 @@ impl Outcome {
 }
 
 /// Decides, applies the patch to the original with json-patch, and asserts that deciding
-/// again on the result yields no patch (SPEC §8, reinvocation safe).
+/// again on the result yields no patch (docs/DESIGN.md#responses, reinvocation safe).
 pub fn mutate_with(endpoint: Endpoint, config: &Config, object: Value) -> Outcome {
     let decision = decide(
         &request(Operation::Create, object.clone()),
@@ -90,8 +90,8 @@ pub fn mutate(object: Value) -> Outcome {
 
 /// The scratch directories the fixtures' hostPath volumes live in (also in
 /// tests/fixtures/config.yaml, for the CLI and the server). The shipped config
-/// allows none (SPEC §3: nothing is deleted until the operator names them), so a test that
-/// expects a cleanup names them, as an operator would.
+/// allows none (docs/DESIGN.md#targets: nothing is deleted until the operator names them), so a
+/// test that expects a cleanup names them, as an operator would.
 pub const TEST_PREFIXES: &[&str] = &[
     "/mnt/scratch",
     "/mnt/data",
@@ -271,7 +271,7 @@ pub fn assert_delivered(object: &Value, with_program: &[usize]) {
     }
 }
 
-/// SPEC §8: targeted operations only — no array or object replaced as a whole, no
+/// docs/DESIGN.md#responses: targeted operations only — no array or object replaced as a whole, no
 /// container or volume renamed (which is what an index-shifted diff of a list does).
 pub fn assert_targeted(outcome: &Outcome) {
     for operation in outcome.decision.patch.iter().flat_map(|p| p.0.iter()) {

@@ -1,5 +1,5 @@
-//! An independent check of SPEC §3 on a mutated pod template: every target our hooks or
-//! our sidecar clean, against the mounts of the container that cleans it and the pod's
+//! An independent check of docs/DESIGN.md#targets on a mutated pod template: every target our hooks
+//! or our sidecar clean, against the mounts of the container that cleans it and the pod's
 //! hostPath volumes. Deliberately written apart from `src/mutation/targets` (small, its
 //! own normalization and its own copy of the protected list), so a bug there cannot hide
 //! here. It may accept a little more than the core (it ignores `env` when two mounts use
@@ -320,14 +320,14 @@ fn list(value: &Value) -> Vec<Value> {
 /// Which mount list a sidecar target is checked against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SidecarMounts {
-    /// The sidecar's own merged list (SPEC §7; issue 9 class 4).
+    /// The sidecar's own merged list (docs/DESIGN.md#the-sidecar; issue 9 class 4).
     Own,
     /// Some app container's list: the rules of classes 1–3 without class 4's merge.
     SourceContainer,
 }
 
-/// Every violation of SPEC §3 in a (patched) pod template spec: targets of our exec hooks
-/// and of our sidecar.
+/// Every violation of docs/DESIGN.md#targets in a (patched) pod template spec: targets of our exec
+/// hooks and of our sidecar.
 pub fn violations(spec: &Value, lists: Lists, sidecar: SidecarMounts) -> Vec<String> {
     let mut found = Vec::new();
     let containers = list(&spec["containers"]);

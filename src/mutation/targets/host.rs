@@ -1,4 +1,4 @@
-//! Host paths: which directory on the node a container path is (SPEC §3).
+//! Host paths: which directory on the node a container path is (docs/DESIGN.md#targets).
 //!
 //! The host path of a target is the volume's `hostPath.path` + the mount's `subPath` + the
 //! target's suffix below its mount. A `subPathExpr` is a directory below the volume's that
@@ -9,7 +9,7 @@
 use super::mounts::{
     is_at_or_below, kubelet_mount_path, normalize, on_one_line, sub_path, Mount, SubPath,
 };
-use crate::mutation::hook::sidecar_targets;
+use crate::mutation::hook::ours::is_our_sidecar;
 use serde_json::Value;
 
 /// A directory on the node, or the set of directories it may be.
@@ -216,17 +216,6 @@ pub fn pod_views_resolving(
         }
     }
     views
-}
-
-/// Our own cleanup sidecar copies the targets' mounts and is rebuilt from the decision on
-/// every pass; counting its copies would refuse the targets they copy on the next pass.
-/// Its merged mount list is checked on its own (the sidecar calls `check_target`).
-fn is_our_sidecar(container: &Value) -> bool {
-    let argv: Option<Vec<String>> = container
-        .get("command")
-        .and_then(Value::as_array)
-        .and_then(|argv| argv.iter().map(|a| a.as_str().map(str::to_owned)).collect());
-    argv.is_some_and(|argv| sidecar_targets(&argv).is_some())
 }
 
 fn mount_view(

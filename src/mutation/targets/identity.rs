@@ -1,5 +1,5 @@
 //! The identity a target must have on the node, as the cleaner program checks it at run
-//! time (SPEC §3, "decided by identity, not by spelling").
+//! time (docs/DESIGN.md#identity-is-checked-on-the-node).
 //!
 //! The webhook's string rules decide what to *ask* for; the program, inside the
 //! container, compares the `root` of the target's mount in `/proc/self/mountinfo` (the

@@ -4,7 +4,7 @@
 //! operator has set no `allowedHostPathPrefixes`.
 
 use super::{AutoTargets, PathRefusal};
-use crate::mutation::settings::{BadAnnotation, CLEANUP};
+use crate::mutation::scope::settings::{BadAnnotation, CLEANUP};
 
 /// The denial for an explicit path: which path, in which container, why, and what is
 /// accepted.
@@ -95,7 +95,7 @@ fn unconfigured(container: &str, path: &str, host_path: &str) -> String {
     )
 }
 
-/// SPEC §8: a warning is at most 120 characters; long names and paths are cut.
+/// docs/DESIGN.md#responses: a warning is at most 120 characters; long names and paths are cut.
 fn fit(warning: String) -> String {
     const MAX: usize = 120;
     if warning.chars().count() <= MAX {

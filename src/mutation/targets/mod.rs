@@ -1,4 +1,9 @@
-//! SPEC §3: which directories a container's cleanup may delete the contents of.
+//! Targets: which directories a container's cleanup may delete the contents of
+//! (docs/DESIGN.md#targets).
+//!
+//! Takes the settings' cleanup paths (or `auto`) and each container's mounts; hands on,
+//! per container, the checked targets with the identity each must have on the node (or a
+//! refusal the user reads) to `pod`, which has them run by a hook or the sidecar.
 //!
 //! Everything here reads the pod spec only and is pure. A target is a container path at or
 //! below one of the cleaning container's own writable mounts, never `/`, and is refused
@@ -14,11 +19,14 @@
 //! [`check_target`] is the one rule; [`auto_targets`] and [`check_explicit`] apply it to a
 //! container, and the sidecar applies it to its own merged mount list.
 
+pub(in crate::mutation) mod env_refs;
 mod host;
 mod identity;
 pub(crate) mod messages;
 mod mounts;
 mod protection;
+pub(in crate::mutation) mod sharing;
+pub(in crate::mutation) mod stale_paths;
 
 pub use host::{
     mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume, HostPath, Open,
@@ -312,8 +320,8 @@ pub fn check_explicit(
         container_mounts(container).map_err(|bad| PathRefusal::BadMountPath(bad.mount_path))?;
     match check_target(spec, &mounts, path, config)? {
         Some(_) => Ok(()),
-        // Not a host directory, so under no allowed prefix (SPEC §3: non-hostPath volumes
-        // are never targets). `check_target` found the mount, so `mount_of` does too.
+        // Not a host directory, so under no allowed prefix (docs/DESIGN.md#targets: non-hostPath
+        // volumes are never targets). `check_target` found the mount, so `mount_of` does too.
         None => Err(PathRefusal::NotHostPath(
             mount_of(&mounts, path).map_or_else(String::new, |m| m.volume.to_owned()),
         )),

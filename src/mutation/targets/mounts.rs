@@ -1,4 +1,4 @@
-//! Container paths as the kubelet reads them (SPEC §3).
+//! Container paths as the kubelet reads them (docs/DESIGN.md#targets).
 //!
 //! The API server checks `mountPath` uniqueness on the raw string, so `/data`, `/data/`,
 //! `data` and `/data/.` can all be mounts of one container; the kubelet mounts each at

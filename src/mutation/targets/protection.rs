@@ -1,4 +1,4 @@
-//! Host directories that may be cleaned, and the ones that never are (SPEC §3).
+//! Host directories that may be cleaned, and the ones that never are (docs/DESIGN.md#targets).
 //!
 //! **The allow-list first.** No list of names can be complete (every distribution has its
 //! own layout), so only host paths at or below an `allowedHostPathPrefixes` entry are ever
@@ -81,7 +81,7 @@ pub const PROTECTED_EXACT: &[&str] = &[
     "/", "/home", "/opt", "/srv", "/var", "/var/lib", "/tmp", "/var/tmp", "/mnt",
 ];
 
-/// `/lib`, `/lib32`, `/lib64`, `/libx32`, …: SPEC's `/lib*` is a glob on the first
+/// `/lib`, `/lib32`, `/lib64`, `/libx32`, …: the protected `/lib*` is a glob on the first
 /// segment, conservative on purpose (it also protects `/library`).
 fn is_lib_tree(path: &str) -> bool {
     path.split('/')

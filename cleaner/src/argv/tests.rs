@@ -1,0 +1,147 @@
+use super::*;
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn targets(items: &[&str]) -> Vec<Target> {
+    items.iter().map(|s| Target::from(*s)).collect()
+}
+
+/// Lists of targets with every combination of the per-target options.
+fn target_lists() -> Vec<Vec<Target>> {
+    let whole = Target {
+        whole_filesystem: true,
+        ..Target::on_host("/data", "/mnt/disk")
+    };
+    let whole_no_host = Target {
+        whole_filesystem: true,
+        ..Target::path_only("/data")
+    };
+    vec![
+        vec![],
+        targets(&["/scratch"]),
+        targets(&["/a b", "/-x", "/\n"]),
+        vec![Target::on_host("/data", "/mnt/scratch/$(POD_NAME)/x")],
+        vec![
+            Target::on_host("/data", "--host"),
+            whole.clone(),
+            Target::path_only("/old"),
+            whole_no_host,
+            Target::on_host("/--whole-filesystem", "/$$/--target"),
+        ],
+    ]
+}
+
+fn round_trip(args: HookArgs) {
+    let argv = args.render("/.prestop-injector/prestop-clean");
+    assert_eq!(argv[1], HOOK);
+    assert_eq!(HookArgs::parse(&argv[1..]), Ok(args), "{argv:?}");
+}
+
+#[test]
+fn hook_round_trips() {
+    let script = Some(Script {
+        shell: "/bin/sh".into(),
+        text: "echo bye; rm -rf /x/*".into(),
+    });
+    for before in [
+        Before::Nothing,
+        Before::Sleep(0),
+        Before::Sleep(u64::MAX),
+        Before::Exec(vec![]),
+        Before::Exec(strings(&["--target", "/etc", "--", "-c"])),
+    ] {
+        for targets in target_lists() {
+            for script in [None, script.clone()] {
+                round_trip(HookArgs {
+                    before: before.clone(),
+                    targets: targets.clone(),
+                    script,
+                });
+            }
+        }
+    }
+}
+
+#[test]
+fn user_argv_is_never_read_as_options() {
+    let args = HookArgs {
+        before: Before::Exec(strings(&[
+            "/bin/sh",
+            "-c",
+            "x",
+            "--target",
+            "/",
+            "--host",
+            "/",
+            "--whole-filesystem",
+        ])),
+        targets: vec![Target::on_host("/scratch", "/mnt/scratch")],
+        script: None,
+    };
+    let parsed = HookArgs::parse(&args.render("p")[1..]).unwrap();
+    assert_eq!(
+        parsed.targets,
+        [Target::on_host("/scratch", "/mnt/scratch")]
+    );
+}
+
+#[test]
+fn foreign_command_lines_are_refused() {
+    for args in [
+        vec![],
+        strings(&["sidecar"]),
+        strings(&["hook", "--sleep", "+5"]),
+        strings(&["hook", "--sleep", ""]),
+        strings(&["hook", "--sleep", "99999999999999999999"]),
+        strings(&["hook", "--target"]),
+        strings(&["hook", "--target", "/a", "--sleep", "1"]),
+        strings(&["hook", "--script", "x", "--shell", "/bin/sh"]),
+        strings(&["hook", "--sleep", "1", "--", "echo"]),
+        strings(&["hook", "/scratch"]),
+        // Per-target options only right after their target, in render order.
+        strings(&["hook", "--host", "/mnt/x"]),
+        strings(&["hook", "--whole-filesystem"]),
+        strings(&[
+            "hook",
+            "--target",
+            "/a",
+            "--whole-filesystem",
+            "--host",
+            "/b",
+        ]),
+        strings(&["hook", "--target", "/a", "--host"]),
+        strings(&["hook", "--target", "/a", "--host", "/b", "--host", "/c"]),
+        strings(&[
+            "hook",
+            "--target",
+            "/a",
+            "--whole-filesystem",
+            "--whole-filesystem",
+        ]),
+    ] {
+        assert!(HookArgs::parse(&args).is_err(), "{args:?}");
+    }
+    for args in [
+        strings(&["hook"]),
+        strings(&["sidecar", "--target"]),
+        strings(&["sidecar", "--", "x"]),
+        strings(&["sidecar", "--host", "/x"]),
+        strings(&["sidecar", "--target", "/a", "--host"]),
+    ] {
+        assert!(SidecarArgs::parse(&args).is_err(), "{args:?}");
+    }
+}
+
+#[test]
+fn sidecar_round_trips() {
+    for targets in target_lists()
+        .into_iter()
+        .chain([targets(&["/scratch", "/--target"])])
+    {
+        let args = SidecarArgs { targets };
+        let argv = args.render("/usr/local/bin/prestop-clean");
+        assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args));
+    }
+}

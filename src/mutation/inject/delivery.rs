@@ -1,0 +1,349 @@
+//! docs/DESIGN.md#the-hook-and-the-cleaner-program: delivering the cleaner program into the pod.
+//!
+//! An init container from `cleaner.image`, first in `initContainers`, runs
+//! `prestop-clean install /.prestop-injector`: it copies the static program into an
+//! `emptyDir`, which every container with a program hook mounts **read-only** at
+//! [`PROGRAM_DIR`]. Nothing else of the pod changes.
+//!
+//! Contract:
+//! - Ours is recognised by the installer's exact command (not its name), and the volume by
+//!   the installer's mount, so names can take a suffix when the pod already uses ours.
+//! - [`Delivery::apply`] adds, updates key by key (fields the API server defaults after
+//!   our patch, such as `imagePullPolicy`, stay) or removes the installer, the volume and
+//!   the mounts, so a second pass yields no patch and "nothing to clean" takes all of it
+//!   back out.
+//! - [`diff`] is `json_patch::diff` with one correction: inserting or removing the
+//!   installer (or the sidecar) among the user's init containers is one `add`/`remove`
+//!   at its index, not a rewrite of every init container after it (`init_diff`).
+
+use crate::mutation::hook::ours::{installer_argv, is_installer};
+use crate::mutation::hook::PROGRAM_DIR;
+use json_patch::PatchOperation;
+use serde_json::{json, Map, Value};
+
+/// Name of the installer init container (a suffix `-2`, `-3`, … when a container has it).
+pub const INSTALLER_NAME: &str = "prestop-install";
+/// Name of the `emptyDir` that carries the program (suffixed likewise when taken).
+pub const VOLUME_NAME: &str = "prestop-clean";
+/// The program is a few MiB; a small limit keeps a misbehaving installer from filling the node.
+const SIZE_LIMIT: &str = "16Mi";
+/// distroless `nonroot`: any numeric non-root user can write an `emptyDir`.
+const INSTALLER_USER: u64 = 65532;
+
+fn name_of(value: &Value) -> Option<&str> {
+    value.get("name").and_then(Value::as_str)
+}
+
+fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
+    spec.get(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// `base`, else `base-2`, `base-3`, … : the first name `taken` does not hold.
+fn free_name(base: &str, taken: &[&str]) -> String {
+    (1..)
+        .map(|n| {
+            if n == 1 {
+                base.to_owned()
+            } else {
+                format!("{base}-{n}")
+            }
+        })
+        .find(|name| !taken.contains(&name.as_str()))
+        .unwrap_or_default()
+}
+
+/// The names of our installer and volume in one pod spec: found, or chosen free.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub installer: String,
+    pub volume: String,
+}
+
+impl Delivery {
+    /// Reads the spec as it came in.
+    pub fn of(spec: &Value) -> Delivery {
+        let ours = list(spec, "initContainers")
+            .iter()
+            .find(|c| is_installer(c));
+        let installer = ours.and_then(name_of).map(str::to_owned);
+        let volume = ours.and_then(|installer| {
+            list(installer, "volumeMounts")
+                .iter()
+                .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR))
+                .and_then(name_of)
+                .map(str::to_owned)
+        });
+        let installer = installer.unwrap_or_else(|| {
+            let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+                .iter()
+                .flat_map(|key| list(spec, key))
+                .filter_map(name_of)
+                .collect();
+            free_name(INSTALLER_NAME, &taken)
+        });
+        let volume = volume.unwrap_or_else(|| {
+            let taken: Vec<&str> = list(spec, "volumes").iter().filter_map(name_of).collect();
+            free_name(VOLUME_NAME, &taken)
+        });
+        Delivery { installer, volume }
+    }
+
+    fn is_our_mount(&self, mount: &Value) -> bool {
+        name_of(mount) == Some(self.volume.as_str())
+            && mount.get("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR)
+    }
+
+    /// The container's own mount at, above or below [`PROGRAM_DIR`], which would hide
+    /// the program or be hidden by it: then that container gets no program hook.
+    pub fn conflict<'c>(&self, container: &'c Value) -> Option<&'c str> {
+        list(container, "volumeMounts")
+            .iter()
+            .filter(|mount| !self.is_our_mount(mount))
+            .filter_map(|mount| mount.get("mountPath").and_then(Value::as_str))
+            .find(|path| overlaps(path))
+    }
+
+    fn installer_container(&self, image: &str) -> Map<String, Value> {
+        let mut container = Map::new();
+        container.insert("name".into(), json!(self.installer));
+        container.insert("image".into(), json!(image));
+        container.insert("command".into(), json!(installer_argv()));
+        container.insert(
+            "volumeMounts".into(),
+            json!([{"name": self.volume, "mountPath": PROGRAM_DIR}]),
+        );
+        container.insert(
+            "resources".into(),
+            json!({"requests": {"cpu": "10m", "memory": "16Mi"},
+                   "limits": {"cpu": "100m", "memory": "32Mi"}}),
+        );
+        container.insert(
+            "securityContext".into(),
+            json!({
+                "runAsNonRoot": true,
+                "runAsUser": INSTALLER_USER,
+                "allowPrivilegeEscalation": false,
+                "readOnlyRootFilesystem": true,
+                "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            }),
+        );
+        container
+    }
+
+    /// Makes `spec` match: with any entry of `needs` (one per app container) true, the
+    /// installer (first), the volume and a read-only mount in exactly those containers;
+    /// otherwise none of them.
+    pub fn apply(&self, spec: &mut Value, needs: &[bool], image: &str) {
+        let wanted = needs.iter().any(|&need| need);
+        self.apply_installer(spec, wanted.then_some(image));
+        let volume = json!({"name": self.volume, "emptyDir": {"sizeLimit": SIZE_LIMIT}});
+        let volume = volume.as_object().filter(|_| wanted);
+        update_named(spec, "volumes", &self.volume, volume);
+        let mount = json!({"name": self.volume, "mountPath": PROGRAM_DIR, "readOnly": true});
+        let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) else {
+            return;
+        };
+        for (index, container) in containers.iter_mut().enumerate() {
+            let need = needs.get(index).copied().unwrap_or(false);
+            // A user's mount that only shares our volume's name is never touched.
+            let ours = list(container, "volumeMounts")
+                .iter()
+                .all(|m| name_of(m) != Some(self.volume.as_str()) || self.is_our_mount(m));
+            if ours {
+                update_named(
+                    container,
+                    "volumeMounts",
+                    &self.volume,
+                    mount.as_object().filter(|_| need),
+                );
+            }
+        }
+    }
+
+    fn apply_installer(&self, spec: &mut Value, image: Option<&str>) {
+        let position = list(spec, "initContainers").iter().position(is_installer);
+        let Some(spec_map) = spec.as_object_mut() else {
+            return;
+        };
+        match (image, position) {
+            (None, None) => {}
+            (None, Some(index)) => remove_at(spec_map, "initContainers", index),
+            (Some(image), Some(index)) => {
+                if let Some(existing) = spec_map
+                    .get_mut("initContainers")
+                    .and_then(|list| list.get_mut(index))
+                    .and_then(Value::as_object_mut)
+                {
+                    merge(existing, self.installer_container(image));
+                }
+            }
+            (Some(image), None) => {
+                let slot = spec_map.entry("initContainers").or_insert(Value::Null);
+                if slot.is_null() {
+                    *slot = Value::Array(Vec::new());
+                }
+                if let Some(list) = slot.as_array_mut() {
+                    list.insert(0, Value::Object(self.installer_container(image)));
+                }
+            }
+        }
+    }
+}
+
+/// Whether a mountPath is at, above or below [`PROGRAM_DIR`]; one that cannot be read as
+/// a clean path (`..`) counts as overlapping, failing closed.
+fn overlaps(mount_path: &str) -> bool {
+    let mut normalized = String::new();
+    for segment in mount_path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => return true,
+            segment => {
+                normalized.push('/');
+                normalized.push_str(segment);
+            }
+        }
+    }
+    normalized.is_empty()
+        || normalized == PROGRAM_DIR
+        || PROGRAM_DIR.starts_with(&format!("{normalized}/"))
+        || normalized.starts_with(&format!("{PROGRAM_DIR}/"))
+}
+
+/// Sets the entries of `wanted` on `existing` that differ, leaving every other key.
+fn merge(existing: &mut Map<String, Value>, wanted: Map<String, Value>) {
+    for (key, value) in wanted {
+        if existing.get(&key) != Some(&value) {
+            existing.insert(key, value);
+        }
+    }
+}
+
+/// In the array `owner[key]`, the element named `name`: merged with `wanted`, appended
+/// when absent, or removed when `wanted` is `None` (the array too, once empty).
+fn update_named(owner: &mut Value, key: &str, name: &str, wanted: Option<&Map<String, Value>>) {
+    let Some(owner) = owner.as_object_mut() else {
+        return;
+    };
+    let position = owner
+        .get(key)
+        .and_then(Value::as_array)
+        .and_then(|items| items.iter().position(|item| name_of(item) == Some(name)));
+    match (wanted, position) {
+        (None, None) => {}
+        (None, Some(index)) => remove_at(owner, key, index),
+        (Some(wanted), Some(index)) => {
+            if let Some(existing) = owner[key][index].as_object_mut() {
+                merge(existing, wanted.clone());
+            }
+        }
+        (Some(wanted), None) => {
+            let slot = owner.entry(key).or_insert(Value::Null);
+            if slot.is_null() {
+                *slot = Value::Array(Vec::new());
+            }
+            if let Some(items) = slot.as_array_mut() {
+                items.push(Value::Object(wanted.clone()));
+            }
+        }
+    }
+}
+
+/// Removes `owner[key][index]`, and the array when that leaves it empty.
+fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
+    let now_empty = owner
+        .get_mut(key)
+        .and_then(Value::as_array_mut)
+        .is_some_and(|items| {
+            items.remove(index);
+            items.is_empty()
+        });
+    if now_empty {
+        owner.remove(key);
+    }
+}
+
+/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`),
+/// with our init containers added and removed by index (see `init_diff`).
+pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
+    crate::mutation::inject::init_diff::diff(original, mutated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_mount_paths() {
+        for (path, overlapping) in [
+            ("/", true),
+            ("/.prestop-injector", true),
+            ("/.prestop-injector/", true),
+            ("//.prestop-injector", true),
+            ("/.prestop-injector/bin", true),
+            ("/x/../.prestop-injector", true),
+            ("/.prestop-injector-x", false),
+            ("/.prestop", false),
+            ("/data", false),
+        ] {
+            assert_eq!(overlaps(path), overlapping, "{path}");
+        }
+    }
+
+    #[test]
+    fn names_take_a_suffix_when_taken() {
+        let spec = json!({
+            "initContainers": [{"name": "prestop-install"}],
+            "containers": [{"name": "prestop-install-2"}],
+            "volumes": [{"name": "prestop-clean"}],
+        });
+        assert_eq!(
+            Delivery::of(&spec),
+            Delivery {
+                installer: "prestop-install-3".into(),
+                volume: "prestop-clean-2".into()
+            }
+        );
+        let delivery = Delivery::of(&json!({}));
+        assert_eq!(delivery.installer, INSTALLER_NAME);
+        assert_eq!(delivery.volume, VOLUME_NAME);
+    }
+
+    #[test]
+    fn the_installer_goes_in_front_as_one_add() {
+        let original = json!({"spec": {"initContainers": [{"name": "a", "image": "x"}, {"name": "b"}],
+            "containers": [{"name": "app"}]}});
+        let mut mutated = original.clone();
+        let delivery = Delivery::of(&original["spec"]);
+        delivery.apply(&mut mutated["spec"], &[true], "img");
+        let patch = diff(&original, &mutated);
+        let paths: Vec<String> = patch.iter().map(|op| op.path().to_string()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/spec/initContainers/0",
+                "/spec/containers/0/volumeMounts",
+                "/spec/volumes"
+            ]
+        );
+        let mut patched = original.clone();
+        json_patch::patch(&mut patched, &json_patch::Patch(patch)).unwrap();
+        assert_eq!(patched, mutated);
+
+        // And back out: one remove, the user's init containers untouched.
+        let mut restored = mutated.clone();
+        Delivery::of(&mutated["spec"]).apply(&mut restored["spec"], &[false], "img");
+        assert_eq!(restored, original);
+        let patch = diff(&mutated, &restored);
+        assert!(
+            matches!(&patch[0], PatchOperation::Remove(op) if op.path == "/spec/initContainers/0")
+        );
+        let mut patched = mutated.clone();
+        json_patch::patch(&mut patched, &json_patch::Patch(patch)).unwrap();
+        assert_eq!(patched, original);
+    }
+}

@@ -1,0 +1,277 @@
+//! docs/DESIGN.md#the-sidecar: the native cleanup sidecar, an init container with `restartPolicy:
+//! Always`.
+//!
+//! The kubelet sends SIGTERM to sidecars only after every app container has stopped —
+//! when a Job finishes and when its pod is deleted — so the cleanup, which runs in the
+//! sidecar's SIGTERM handler, starts after the app stopped writing. It has no preStop of
+//! its own: on deletion that would run while the app may still write.
+//!
+//! It must also be a container every cluster accepts: Pod Security `restricted` fields
+//! with the served containers' numeric user, exact copies of their mounts and of the env
+//! those mounts reference ([`SidecarPlan`] decides which containers it can serve), and a
+//! name no container of the pod has. It is recognised by its command, never its name.
+
+use crate::config::{CleanerMode, Config};
+use crate::mutation::hook;
+use crate::mutation::hook::ours::is_our_sidecar;
+pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
+use crate::mutation::inject::sidecar_plan::{check_merged, copy_of};
+use crate::mutation::targets;
+use serde_json::{json, Map, Value};
+
+/// The sidecar's name, unless a container of the pod already has it: then
+/// `prestop-cleanup-2`, `-3`, … (see [`free_name`]).
+pub const NAME: &str = "prestop-cleanup";
+
+/// The shell sidecar's shell (`cleaner.mode: shell`); its image must provide it (busybox does).
+const SHELL: &str = "/bin/sh";
+
+impl SidecarPlan {
+    /// Our sidecar: exact mounts and env from [`SidecarPlan`], and a securityContext that
+    /// meets Pod Security `restricted` as the served containers' numeric user.
+    fn container(&self, spec: &Value, config: &Config, name: &str) -> Map<String, Value> {
+        let mut security = json!({
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        });
+        if let Some((uid, gid)) = self.user {
+            security["runAsUser"] = json!(uid);
+            if let Some(gid) = gid {
+                security["runAsGroup"] = json!(gid);
+            }
+        }
+        let mut container = Map::new();
+        container.insert("name".into(), json!(name));
+        // The cleaner program from its own image (no shell), or the busybox script.
+        let (image, command) = match config.cleaner.mode {
+            CleanerMode::Binary => (
+                config.cleaner.image.as_str(),
+                hook::program_sidecar_argv(&self.identified(spec, config)),
+            ),
+            CleanerMode::Shell => (
+                config.sidecar.shell_image(),
+                hook::sidecar_argv(SHELL, &self.targets),
+            ),
+        };
+        container.insert("image".into(), json!(image));
+        container.insert("command".into(), json!(command));
+        container.insert("restartPolicy".into(), json!("Always"));
+        if !self.env.is_empty() {
+            container.insert("env".into(), Value::Array(self.env.clone()));
+        }
+        container.insert("volumeMounts".into(), Value::Array(self.mounts.clone()));
+        if config
+            .sidecar
+            .resources
+            .as_object()
+            .is_some_and(|r| !r.is_empty())
+        {
+            container.insert("resources".into(), config.sidecar.resources.clone());
+        }
+        container.insert("securityContext".into(), security);
+        container
+    }
+}
+
+impl SidecarPlan {
+    /// The targets with the host identity the program checks at run time, read from the
+    /// sidecar's own copies of the mounts (and of the env their `subPathExpr`s use).
+    fn identified(&self, spec: &Value, config: &Config) -> Vec<hook::Target> {
+        let own = json!({"volumeMounts": self.mounts, "env": self.env});
+        targets::identify_in(spec, &own, &self.targets, config)
+    }
+}
+
+/// The keys of our sidecar we own; any other (defaulted by the API server after our
+/// first patch: `imagePullPolicy`, `terminationMessagePath`, …) is left alone.
+const OWNED_KEYS: &[&str] = &[
+    "image",
+    "command",
+    "restartPolicy",
+    "env",
+    "volumeMounts",
+    "resources",
+    "securityContext",
+];
+
+/// The mounts of our existing sidecar that are no copy of an app container's mount:
+/// admission plugins put them there (the ServiceAccount token, say) and they stay.
+pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
+    let Some(ours) = spec
+        .get("initContainers")
+        .and_then(Value::as_array)
+        .and_then(|list| list.iter().find(|c| is_our_sidecar(c)))
+    else {
+        return Vec::new();
+    };
+    let copies: Vec<Value> = crate::mutation::containers::app_containers(spec)
+        .iter()
+        .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
+        .flatten()
+        .map(copy_of)
+        .collect();
+    ours.get("volumeMounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| !copies.contains(&copy_of(m)))
+        .cloned()
+        .collect()
+}
+
+/// The first of `prestop-cleanup`, `prestop-cleanup-2`, … that no container of the pod
+/// (init, app or ephemeral) is named.
+fn free_name(spec: &Value) -> String {
+    let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str))
+        .collect();
+    std::iter::once(NAME.to_owned())
+        .chain((2..).map(|n| format!("{NAME}-{n}")))
+        .find(|name| !taken.contains(&name.as_str()))
+        .unwrap_or_else(|| NAME.to_owned())
+}
+
+/// Adds, updates or removes our sidecar so that it matches `plan`; returns its name.
+/// Our sidecar is recognised by its command, never by its name, so a user's container
+/// that only shares the name is never touched.
+///
+/// An existing sidecar is updated key by key ([`OWNED_KEYS`]) and keeps its name, so a
+/// second pass — or the Pod-level pass of a controller-created pod — yields no patch.
+/// What admission plugins add to it before we see the Pod (the ServiceAccount token
+/// mount, an Indexed Job's `JOB_COMPLETION_INDEX`) is kept — unless a mount of theirs
+/// lies inside a target: then the sidecar is removed (fail closed) with a warning.
+pub fn apply(
+    spec: &mut Value,
+    plan: Option<&SidecarPlan>,
+    config: &Config,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let position = spec
+        .get("initContainers")
+        .and_then(Value::as_array)
+        .and_then(|list| list.iter().position(is_our_sidecar));
+    let Some(plan) = plan else {
+        if let Some(index) = position {
+            remove(spec, index);
+        }
+        return None;
+    };
+    let Some(index) = position else {
+        let name = free_name(spec);
+        let wanted = plan.container(spec, config, &name);
+        let slot = spec
+            .as_object_mut()?
+            .entry("initContainers")
+            .or_insert(Value::Null);
+        if slot.is_null() {
+            *slot = Value::Array(Vec::new());
+        }
+        let list = slot.as_array_mut()?;
+        list.insert(place(list), Value::Object(wanted));
+        return Some(name);
+    };
+    let index = keep_in_place(spec, index)?;
+    let name = spec["initContainers"][index]
+        .get("name")
+        .and_then(Value::as_str)?
+        .to_owned();
+    let mut wanted = plan.container(spec, config, &name);
+    let existing = spec["initContainers"][index].as_object_mut()?;
+    for key in OWNED_KEYS {
+        let value = match *key {
+            "env" => with_others(existing.get("env"), &plan.env, |e| e.get("name").cloned()),
+            "volumeMounts" => with_others(existing.get(*key), &plan.mounts, |m| {
+                let path = m.get("mountPath").and_then(Value::as_str)?;
+                targets::normalize(path).map(Value::String)
+            }),
+            _ => wanted.remove(*key),
+        };
+        match value {
+            Some(value) if existing.get(*key) != Some(&value) => {
+                existing.insert((*key).to_owned(), value);
+            }
+            Some(_) => {}
+            None => {
+                existing.remove(*key);
+            }
+        }
+    }
+    let mounts = existing.get("volumeMounts").and_then(Value::as_array);
+    if let Err(problem) = check_merged(mounts.map_or(&[], Vec::as_slice), &plan.targets) {
+        warnings.push(format!("cleanup sidecar removed: {problem}"));
+        remove(spec, index);
+        return None;
+    }
+    Some(name)
+}
+
+/// docs/DESIGN.md#the-sidecar: where our sidecar goes in `list` (without it): before the first user
+/// native sidecar, else last. Native sidecars stop in reverse order, so ours stops after every
+/// one that may still write or ship the directory; it needs nothing from them, and the
+/// installer (first, see `delivery`) is an ordinary init container.
+fn place(list: &[Value]) -> usize {
+    list.iter()
+        .position(|c| {
+            !is_our_sidecar(c) && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+        })
+        .unwrap_or(list.len())
+}
+
+/// Moves our sidecar at `index` to its [`place`] when a user sidecar came before it (say
+/// an UPDATE added one); returns where it now is.
+fn keep_in_place(spec: &mut Value, index: usize) -> Option<usize> {
+    let list = spec.get_mut("initContainers")?.as_array_mut()?;
+    let ours = list.remove(index);
+    let wanted = place(list);
+    list.insert(wanted, ours);
+    Some(wanted)
+}
+
+fn remove(spec: &mut Value, index: usize) {
+    if let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
+        list.remove(index);
+        if list.is_empty() {
+            spec.as_object_mut().map(|s| s.remove("initContainers"));
+        }
+    }
+}
+
+/// A list of ours (`env`, `volumeMounts`) after others may have added to it: kept as it
+/// is when all our entries are there in order and no other entry has the key of one of
+/// ours (same env name, same normalized mountPath); otherwise ours, then theirs minus
+/// the clashing ones. `None` when there is nothing to hold.
+fn with_others(
+    existing: Option<&Value>,
+    ours: &[Value],
+    key: impl Fn(&Value) -> Option<Value>,
+) -> Option<Value> {
+    let existing: &[Value] = existing
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let our_keys: Vec<Option<Value>> = ours.iter().map(&key).collect();
+    let theirs: Vec<&Value> = existing.iter().filter(|e| !ours.contains(e)).collect();
+    let clash = theirs.iter().any(|e| our_keys.contains(&key(e)));
+    let mut remaining = ours.iter().peekable();
+    for entry in existing {
+        if remaining.peek() == Some(&entry) {
+            remaining.next();
+        }
+    }
+    if remaining.peek().is_none() && !clash {
+        return (!existing.is_empty()).then(|| Value::Array(existing.to_vec()));
+    }
+    let mut list: Vec<Value> = ours.to_vec();
+    list.extend(
+        theirs
+            .into_iter()
+            .filter(|e| !our_keys.contains(&key(e)))
+            .cloned(),
+    );
+    (!list.is_empty()).then_some(Value::Array(list))
+}

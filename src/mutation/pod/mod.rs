@@ -1,0 +1,239 @@
+//! Mutation of one pod template (`metadata` + `spec`): shell fix, the preStop hooks or the
+//! cleanup sidecar, the cleaner program's delivery, the grace period and the status
+//! annotation.
+//!
+//! Runs the stages on one template: each app container's plan from `scope` and `targets`
+//! (`plan.rs`), then `shell_fix`, the hooks from `hook` or the sidecar from `inject`, the
+//! program's delivery and `grace`. Hands the mutated template back to the core, which
+//! diffs it into the patch.
+
+mod plan;
+
+use crate::config::{CleanerMode, Config, Mode};
+use crate::mutation::containers::app_containers;
+use crate::mutation::hook::existing::Existing;
+use crate::mutation::hook::{Action, Before, Hook};
+use crate::mutation::inject::delivery::Delivery;
+use crate::mutation::inject::sidecar::{self, SidecarPlan};
+use crate::mutation::scope::gates::{self, storable};
+use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
+use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
+use crate::mutation::targets::{self, PathRefusal};
+use crate::mutation::{
+    grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
+};
+use plan::{admit, name_of, plan};
+use serde_json::{json, Map, Value};
+
+/// What happens to one app container.
+#[derive(Debug)]
+enum Plan {
+    /// Not ours to touch.
+    Leave,
+    /// Our exec preStop with this hook.
+    Exec(Hook),
+    /// Our hook is there but nothing is wanted any more: give the user's handler back.
+    Restore(Before),
+    /// Cleaned by the sidecar; our exec hook, if any, gives the user's handler back.
+    /// When the sidecar must refuse the container, `fallback` is its exec hook, or why
+    /// it can have none.
+    Sidecar {
+        paths: Vec<String>,
+        restore: Option<Before>,
+        fallback: Result<(Hook, Vec<String>), String>,
+    },
+}
+
+/// Mutates `template` in place; returns the warnings, or the annotation to refuse.
+/// `original` is the template as it came in, to tell whether anything changed.
+pub fn mutate(
+    template: &mut Value,
+    original: &Value,
+    settings: &Settings,
+    config: &Config,
+) -> Result<Vec<String>, BadAnnotation> {
+    let mut warnings = Vec::new();
+    let Some(spec) = template.get_mut("spec").filter(|spec| spec.is_object()) else {
+        return Ok(warnings);
+    };
+    if settings.fix_shell {
+        warnings.extend(shell_fix::fix_shells(spec, config));
+    }
+    let plans = plan(spec, settings, config, &mut warnings)?;
+
+    let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
+    let pod_security = spec.get("securityContext").cloned();
+    let mut injected = Vec::new();
+    let mut served_by_sidecar = Vec::new();
+    let mode = config.cleaner.mode;
+    let delivery = Delivery::of(spec);
+    // Per app container: whether its hook runs the program, which must be mounted there.
+    let mut needs_program = Vec::new();
+    if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+        for (container, plan) in containers.iter_mut().zip(plans) {
+            let name = container
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let plan = admit(
+                plan,
+                &mut sidecar,
+                container,
+                pod_security.as_ref(),
+                &mut warnings,
+            );
+            let mut needs = false;
+            match plan {
+                Plan::Leave => {}
+                Plan::Exec(hook) => {
+                    let conflict = match mode {
+                        CleanerMode::Binary => delivery.conflict(container).map(str::to_owned),
+                        CleanerMode::Shell => None,
+                    };
+                    if let Some(path) = conflict {
+                        // The program could not be mounted, or would hide the user's mount.
+                        warnings.push(format!(
+                            "container {name:?} not cleaned: it mounts {path}, where the cleaner program goes"
+                        ));
+                        restore(container, hook.before);
+                    } else {
+                        if let (Some(why), Action::Cleanup(paths)) =
+                            (&settings.shared_by, &hook.action)
+                        {
+                            let paths = crate::mutation::hook::target_paths(paths);
+                            sharing::warn_shared(container, &paths, why, &mut warnings);
+                        }
+                        set_exec(container, hook.to_argv(mode));
+                        injected.push(name);
+                        needs = mode == CleanerMode::Binary;
+                    }
+                }
+                Plan::Restore(before) => {
+                    restore(container, storable(before, config, &name, &mut warnings))
+                }
+                Plan::Sidecar {
+                    paths,
+                    restore: before,
+                    ..
+                } => {
+                    if let Some(before) = before {
+                        restore(container, storable(before, config, &name, &mut warnings));
+                    }
+                    if let Some(why) = &settings.shared_by {
+                        sharing::warn_shared(container, &paths, why, &mut warnings);
+                    }
+                    served_by_sidecar.push(name.clone());
+                    injected.push(name);
+                }
+            }
+            needs_program.push(needs);
+        }
+    }
+    delivery.apply(spec, &needs_program, &config.cleaner.image);
+    let wanted = (!sidecar.targets.is_empty()).then_some(&sidecar);
+    let sidecar_name = sidecar::apply(spec, wanted, config, &mut warnings);
+    if sidecar_name.is_none() {
+        injected.retain(|name| !served_by_sidecar.contains(name));
+    }
+
+    let has_sidecar = sidecar_name.is_some();
+    let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
+    let changed = template != original;
+    let status_present = template
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(STATUS))
+        .is_some();
+    if changed || status_present || !injected.is_empty() {
+        let mut status = json!({"version": 1, "containers": injected, "grace": grace});
+        if let Some(name) = sidecar_name {
+            status["sidecar"] = json!(name);
+        }
+        set_status(template, status.to_string());
+    }
+    Ok(warnings)
+}
+
+/// Warns once per container when its own preStop deletes paths outside its volumes.
+pub(super) fn warn_about_unmounted_cleanup(
+    container: &Value,
+    existing: &Existing,
+    warnings: &mut Vec<String>,
+) {
+    let argv = match existing {
+        Existing::Exec(argv) => argv,
+        Existing::Ours(Hook {
+            before: Before::Exec(argv),
+            ..
+        }) => argv,
+        _ => return,
+    };
+    let mounts = targets::mounts(container);
+    // The argv itself (`rm -rf /x`) or a script inside it (`sh -c "rm -rf /x"`).
+    let joined = argv.join(" ");
+    let stale = std::iter::once(&joined).chain(argv).find_map(|text| {
+        stale_paths::unmounted_rm_targets(text, &mounts)
+            .into_iter()
+            .next()
+    });
+    if let Some(path) = stale {
+        warnings.push(format!(
+            "container {:?}: preStop deletes {path}, which is on no volume mount",
+            name_of(container)
+        ));
+    }
+}
+
+/// The object at `value[key]`, created when absent or null; `None` when it is something else.
+pub(crate) fn child<'v>(value: &'v mut Value, key: &str) -> Option<&'v mut Value> {
+    let slot = value.as_object_mut()?.entry(key).or_insert(Value::Null);
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.is_object().then_some(slot)
+}
+
+pub(super) fn set_exec(container: &mut Value, argv: Vec<String>) {
+    let Some(pre_stop) = child(container, "lifecycle").and_then(|l| child(l, "preStop")) else {
+        return;
+    };
+    if let Some(handler) = pre_stop.as_object_mut() {
+        handler.remove("sleep");
+    }
+    if let Some(exec) = child(pre_stop, "exec") {
+        exec["command"] = json!(argv);
+    }
+}
+
+/// Puts back the user's own handler that our hook wrapped.
+pub(super) fn restore(container: &mut Value, before: Before) {
+    match before {
+        Before::Exec(argv) => set_exec(container, argv),
+        Before::Sleep(seconds) => {
+            if let Some(pre_stop) = container
+                .pointer_mut("/lifecycle/preStop")
+                .and_then(Value::as_object_mut)
+            {
+                pre_stop.remove("exec");
+                pre_stop.insert("sleep".to_owned(), json!({ "seconds": seconds }));
+            }
+        }
+        Before::Nothing => {
+            if let Some(lifecycle) = container
+                .get_mut("lifecycle")
+                .and_then(Value::as_object_mut)
+            {
+                lifecycle.remove("preStop");
+                if lifecycle.is_empty() {
+                    container.as_object_mut().map(|c| c.remove("lifecycle"));
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn set_status(template: &mut Value, status: String) {
+    if let Some(annotations) = child(template, "metadata").and_then(|m| child(m, "annotations")) {
+        annotations[STATUS] = Value::String(status);
+    }
+}

@@ -1,0 +1,62 @@
+//! docs/DESIGN.md#the-shell-fix, "one gate": the only function that may decide to run a text under
+//! `sh` instead of the `bash` it asked for.
+//!
+//! Every writer of a shell path goes through [`gate`]: the container's `command`/`args`,
+//! lifecycle and probe `exec` (`shell_fix::fix_shells`), the shell of our own preStop
+//! hook, which runs the custom `prestop-injector.io/command` script or, with
+//! `cleaner.mode: shell`, our generated cleanup (`shell_fix::hook_shell`), and anything
+//! added later. A writer that does not ask the gate has no way to get a "switch".
+
+use super::{check, invocation, Blocker, Invocation};
+use crate::config::Config;
+use crate::mutation::shell_fix::image;
+
+/// What the shell would run.
+#[derive(Debug, Clone, Copy)]
+pub enum Text<'a> {
+    /// bash's arguments after `argv[0]` (`None` for a non-string JSON entry): options and
+    /// a `-c` script, as in a container's `command` + `args` or an `exec` handler.
+    Argv(&'a [Option<&'a str>]),
+    /// A script run as `SHELL -c TEXT` (or `eval`ed by our hook): the custom command.
+    /// `zero_known`: `$0` is the same under every shell.
+    Script { text: &'a str, zero_known: bool },
+    /// Only text this program writes (`script.rs`): POSIX `sh` by construction, with every
+    /// path and user argument in positional parameters, and run under busybox `sh`,
+    /// `dash` and `bash` by `tests/shell_hooks.rs`. Never for text a user wrote.
+    Generated,
+}
+
+/// The gate's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Nothing to change: the shell is not bash, the image has bash, or the input is odd
+    /// JSON we do not decide on.
+    Keep,
+    /// The text is proven to mean the same under `sh`: the caller may write `sh`.
+    Switch,
+    /// bash stays (the caller warns): this is what may differ in `sh`.
+    Refuse(Blocker),
+}
+
+/// Whether `shell` (a path or a bare name) may be replaced by `sh` to run `text` in `image`.
+pub fn gate(shell: &str, image: &str, config: &Config, text: Text) -> Gate {
+    if basename(shell) != "bash" || !image::lacks_bash(image, config) {
+        return Gate::Keep;
+    }
+    let proof = match text {
+        Text::Argv(args) => match invocation(args) {
+            Invocation::Unknown => return Gate::Keep,
+            run => run.blocker().map_or(Ok(()), Err),
+        },
+        Text::Script { text, zero_known } => check(text, zero_known, false),
+        Text::Generated => Ok(()),
+    };
+    match proof {
+        Ok(()) => Gate::Switch,
+        Err(what) => Gate::Refuse(what),
+    }
+}
+
+pub(crate) fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}

@@ -1,0 +1,230 @@
+//! docs/DESIGN.md#only-provably-private-directories-without-an-annotation: a host directory another
+//! pod may also use.
+//!
+//! A Job with `parallelism: 4`, a Deployment's replicas (and its rolling updates on one
+//! node), a StatefulSet's state, a DaemonSet's cache that a namespace-opted-in Job also
+//! mounts, the next run of a CronJob (`concurrencyPolicy: Allow`), a bare Pod's fixed
+//! hostPath: the first pod to stop would empty what the others still use, and most of
+//! them are invisible from one object. So on `/mutate/auto` without a `cleanup`
+//! annotation only provably private, per-pod directories are cleaned ([`keep_private`]);
+//! an explicit annotation proceeds, with a warning per target of an object whose own pods
+//! may share it and that has no per-pod directory ([`warn_shared`]).
+//!
+//! Known limit: a Job's `parallelism` may be raised after it was created, and Job
+//! UPDATEs are not reviewed (docs/DESIGN.md#scope); its pods keep the decision recorded at
+//! creation.
+
+use crate::mutation::scope::record::controller_of;
+use crate::mutation::scope::settings::{Cleanup, Settings};
+use crate::mutation::targets;
+use serde_json::Value;
+
+/// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
+/// when they are its sole users: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
+pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
+    let count = |pointer: &str| object.pointer(pointer).and_then(Value::as_u64).unwrap_or(1);
+    match kind {
+        "Pod" => controller_of(object).map(|(_, owner)| format!("a {owner} controller")),
+        "Job" | "CronJob" => {
+            let pointer = if kind == "Job" {
+                "/spec/parallelism"
+            } else {
+                "/spec/jobTemplate/spec/parallelism"
+            };
+            let parallelism = count(pointer);
+            (parallelism > 1).then(|| format!("a {kind} with parallelism {parallelism}"))
+        }
+        "Deployment" | "ReplicaSet" => {
+            let replicas = count("/spec/replicas");
+            let rolling = kind == "Deployment"
+                && object
+                    .pointer("/spec/strategy/type")
+                    .and_then(Value::as_str)
+                    != Some("Recreate");
+            Some(match (replicas > 1, rolling) {
+                (true, _) => format!("a {kind} with {replicas} replicas"),
+                // maxSurge starts the new pod before the old one stops, maybe on one node.
+                (false, true) => "a Deployment's rolling update".to_owned(),
+                (false, false) => format!("a {kind}"),
+            })
+        }
+        // Every StatefulSet keeps state; a DaemonSet's directory outlives each of its pods.
+        other => Some(format!("a {other}")),
+    }
+}
+
+/// Remembers, for an explicit cleanup, why the object's pods may share a host directory:
+/// each of its targets without a per-pod directory then warns ([`warn_shared`]). An
+/// implicit `auto` needs no such note: it keeps only private directories ([`keep_private`]).
+pub fn apply(settings: &mut Settings, shared_by: Option<String>) {
+    let implicit_auto = settings.cleanup == Cleanup::Auto && !settings.cleanup_requested;
+    if !implicit_auto {
+        settings.shared_by = shared_by;
+    }
+}
+
+/// docs/DESIGN.md#only-provably-private-directories-without-an-annotation: an implicit `auto` (no
+/// `cleanup` annotation on `/mutate/auto`) cleans only provably private directories
+/// ([`is_private`]); every other target is dropped with one warning naming the fix. Whoever else
+/// mounts that host directory — a DaemonSet's cache, the next run of a CronJob (`concurrencyPolicy:
+/// Allow`), a bare Pod's fixed hostPath — is invisible from here.
+pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut Vec<String>) {
+    let name = container
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mounts = targets::mounts(container);
+    targets.retain(|path| {
+        let private =
+            targets::mount_of(&mounts, path).is_some_and(|m| is_private(container, m.raw));
+        if !private {
+            warnings.push(format!(
+                "container {name:?}: {path} not cleaned: its host directory may be shared; \
+                 use subPathExpr $(POD_UID) or annotate cleanup"
+            ));
+        }
+        private
+    });
+}
+
+/// Whether a volumeMount's directory provably belongs to this pod alone, for its whole
+/// life and no longer: its `subPathExpr` references an env var of the container defined
+/// from `metadata.uid`. A pod's *name* does not prove it: a StatefulSet brings `web-0`
+/// back under the same name and expects its directory, and two namespaces may each run a
+/// pod `worker` on one node.
+pub fn is_private(container: &Value, mount: &Value) -> bool {
+    references_field(container, mount, &["metadata.uid"])
+}
+
+/// One warning per explicit target whose directory the object's pods may share, unless
+/// its mount already gives each pod its own directory.
+pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mut Vec<String>) {
+    let name = container
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let mounts = targets::mounts(container);
+    for path in paths {
+        let per_pod =
+            targets::mount_of(&mounts, path).is_some_and(|m| is_per_pod(container, m.raw));
+        if !per_pod {
+            warnings.push(format!(
+                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
+            ));
+        }
+    }
+}
+
+/// Whether a volumeMount's `subPathExpr` names a directory of its own for each pod: it
+/// references an env var defined from `metadata.name` or `metadata.uid`.
+pub fn is_per_pod(container: &Value, mount: &Value) -> bool {
+    references_field(container, mount, &["metadata.name", "metadata.uid"])
+}
+
+/// Whether the mount's `subPathExpr` references an env var of the container defined by a
+/// `fieldRef` to one of `fields`, as the kubelet resolves it: `env` entries in order, the
+/// last definition of a name winning (`envFrom` never defines a fieldRef).
+fn references_field(container: &Value, mount: &Value, fields: &[&str]) -> bool {
+    let Some(expression) = mount.get("subPathExpr").and_then(Value::as_str) else {
+        return false;
+    };
+    let env = container.get("env").and_then(Value::as_array);
+    crate::mutation::targets::env_refs::references(expression)
+        .iter()
+        .any(|name| {
+            env.and_then(|list| {
+                list.iter()
+                    .rev()
+                    .find(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
+            })
+            .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
+            .and_then(Value::as_str)
+            .is_some_and(|field| fields.contains(&field))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn who_shares() {
+        let cases = [
+            ("Pod", json!({}), None),
+            ("Job", json!({"spec": {}}), None),
+            ("Job", json!({"spec": {"parallelism": 1}}), None),
+            (
+                "Job",
+                json!({"spec": {"parallelism": 4}}),
+                Some("a Job with parallelism 4"),
+            ),
+            (
+                "CronJob",
+                json!({"spec": {"jobTemplate": {"spec": {"parallelism": 2}}}}),
+                Some("a CronJob with parallelism 2"),
+            ),
+            ("CronJob", json!({"spec": {}}), None),
+            (
+                "Deployment",
+                json!({"spec": {"replicas": 3}}),
+                Some("a Deployment with 3 replicas"),
+            ),
+            (
+                "Deployment",
+                json!({"spec": {}}),
+                Some("a Deployment's rolling update"),
+            ),
+            (
+                "Deployment",
+                json!({"spec": {"strategy": {"type": "Recreate"}}}),
+                Some("a Deployment"),
+            ),
+            ("ReplicaSet", json!({"spec": {}}), Some("a ReplicaSet")),
+            (
+                "StatefulSet",
+                json!({"spec": {"replicas": 1}}),
+                Some("a StatefulSet"),
+            ),
+            ("DaemonSet", json!({}), Some("a DaemonSet")),
+            (
+                "Pod",
+                json!({"metadata": {"ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1",
+                "kind": "CloneSet", "name": "c", "controller": true}]}}),
+                Some("a CloneSet controller"),
+            ),
+        ];
+        for (kind, object, expected) in cases {
+            assert_eq!(
+                shared_by(kind, &object).as_deref(),
+                expected,
+                "{kind} {object}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_pod_sub_path_expressions() {
+        let container = json!({"env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+            {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            {"name": "FIXED", "value": "x"},
+            {"name": "SHADOWED", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "SHADOWED", "value": "same-for-all"},
+        ]});
+        for (expression, per_pod) in [
+            ("$(POD_NAME)", true),
+            ("jobs/$(UID)/work", true),
+            ("$(NODE)", false),
+            ("$(FIXED)", false),
+            ("$(SHADOWED)", false),
+            ("$$(POD_NAME)", false),
+            ("$(MISSING)", false),
+        ] {
+            let mount = json!({"name": "v", "mountPath": "/x", "subPathExpr": expression});
+            assert_eq!(is_per_pod(&container, &mount), per_pod, "{expression}");
+        }
+        assert!(!is_per_pod(&container, &json!({"subPath": "$(POD_NAME)"})));
+    }
+}
