@@ -201,7 +201,7 @@ fn listen_addresses(args: &ServeFlags) -> (SocketAddr, SocketAddr) {
     let host = if args.dev {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
     } else {
-        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+        IpAddr::V4(Ipv4Addr::new(0, 0, 0, 0)) // every interface
     };
     (
         args.listen.unwrap_or(SocketAddr::new(host, 8443)),
