@@ -81,7 +81,7 @@ fn chart_schema_rejects_bad_values() {
     let Some(helm) = common::helm() else {
         return;
     };
-    let cases: [(&str, &str); 12] = [
+    let cases: [(&str, &str); 13] = [
         ("mode=everywhere", "/mode"),
         (
             "config.allowedHostPathPrefixes={mnt/scratch}",
