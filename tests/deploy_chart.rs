@@ -36,6 +36,7 @@ const VALUE_SETS: [&[&str]; 3] = [
         "--set=webhook.excludedNamespaces={ci,kube-system}",
         "--set=podDisruptionBudget.enabled=false",
         "--set=nodeSelector.pool=system",
+        "--set=certificates.rotation=2",
     ],
 ];
 
@@ -80,7 +81,7 @@ fn chart_schema_rejects_bad_values() {
     let Some(helm) = common::helm() else {
         return;
     };
-    let cases: [(&str, &str); 12] = [
+    let cases: [(&str, &str); 13] = [
         ("mode=everywhere", "/mode"),
         (
             "config.allowedHostPathPrefixes={mnt/scratch}",
@@ -97,6 +98,7 @@ fn chart_schema_rejects_bad_values() {
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
         ("replicaCount=0", "/replicaCount"),
         ("certificates.source=vault", "/certificates/source"),
+        ("certificates.rotation=true", "/certificates/rotation"),
         ("reapr.enabled=true", "reapr"),
         // Not the schema but the template: the reaper mounts exactly the prefixes.
         ("reaper.enabled=true", "config.allowedHostPathPrefixes"),

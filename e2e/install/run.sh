@@ -12,8 +12,9 @@
 #
 # PRESTOP_E2E_BINARIES=DIR: the image's binaries built before (DIR/prestop-injector,
 # DIR/prestop-clean; scripts/build-binaries.sh). PRESTOP_E2E_KEEP=1 keeps the work directory.
-# Install methods: one pass per method (lib/kustomize.sh; a Helm pass adds lib/helm.sh
-# with the same functions and a line in PASSES).
+# Install methods: one pass per method in PASSES, each the whole scenario list
+# (lib/scenarios.sh): kustomize (lib/kustomize.sh), then Helm (lib/helm.sh; Helm from
+# PRESTOP_HELM, which `eval "$(bash .ci/deploy-tools.sh)"` exports).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
@@ -23,6 +24,10 @@ started=$(date +%s)
 KUBE_VERSION=1.20.2
 CACHE="${PRESTOP_E2E_CACHE:-/var/cache/prestop-e2e}"
 log() { echo "e2e/install: $*" >&2; }
+if [[ " ${PRESTOP_E2E_PASSES:-helm} " == *" helm "* ]] && ! "${PRESTOP_HELM:-helm}" version >/dev/null 2>&1; then
+  log "no Helm: run eval \"\$(bash .ci/deploy-tools.sh)\" first (it exports PRESTOP_HELM)"
+  exit 1
+fi
 APISERVER=$(bash e2e/setup.sh) || { log "e2e/setup.sh failed"; exit 1; }
 bash e2e/node/setup.sh || { log "e2e/node/setup.sh failed"; exit 1; }
 
@@ -73,6 +78,8 @@ source "$ROOT/e2e/lib/assert.sh"
 source "$ROOT/e2e/node/lib/scenarios.sh"
 # shellcheck source=lib/kustomize.sh
 source "$HERE/lib/kustomize.sh"
+# shellcheck source=lib/helm.sh
+source "$HERE/lib/helm.sh"
 # shellcheck source=lib/scenarios.sh
 source "$HERE/lib/scenarios.sh"
 
@@ -121,8 +128,9 @@ subsets:
 YAML
 # What 1.21+ labels every namespace with, and the webhooks' namespaceSelector excludes the
 # system namespaces and the webhook's own by: without it the webhook's own pods would be
-# sent to it (failurePolicy Fail) before it runs.
-for ns in prestop-system prestop-reaper "$NS"; do k create namespace "$ns" >/dev/null || exit 1; done
+# sent to it (failurePolicy Fail) before it runs. The install methods label the
+# namespaces they create (install_kustomize before, install_helm after the install).
+k create namespace "$NS" >/dev/null || exit 1
 for ns in $(k get ns -o name); do
   k label "$ns" "kubernetes.io/metadata.name=${ns#namespace/}" --overwrite >/dev/null || exit 1
 done
@@ -132,9 +140,16 @@ cp "$IMAGE_ARCHIVE" "$NODE_IMAGES/prestop-injector.tar"
 node_start || exit 1
 log "control plane and node up $(($(date +%s) - started)) s after start (setup $setup_seconds s, image $image_seconds s)"
 
-PASSES=(kustomize)
+# One pass per install method, on the same node, image and control plane: each pass
+# installs, exercises and uninstalls, leaving the cluster as it found it.
+# PRESTOP_E2E_PASSES="helm" runs only the named passes (while working on one).
+read -ra PASSES <<<"${PRESTOP_E2E_PASSES:-kustomize helm}"
+PASS_TIMES=()
 for method in "${PASSES[@]}"; do
+  t0=$(date +%s)
   run_install_pass "$method"
+  PASS_TIMES+=("$method $(($(date +%s) - t0)) s")
+  log "pass $method took $(($(date +%s) - t0)) s"
 done
 
 # --- teardown, checked -----------------------------------------------------------------
@@ -142,6 +157,6 @@ k delete deploy,ds,job,rs --all --all-namespaces --wait=false >/dev/null 2>&1
 node_stop
 TEARDOWN_CHECKED=1
 if node_teardown_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
-log "suite took $(($(date +%s) - started)) s (setup $setup_seconds s, of which the image $image_seconds s; kube-apiserver $SERVER_VERSION)"
+log "suite took $(($(date +%s) - started)) s (setup $setup_seconds s, of which the image $image_seconds s; passes: $(printf "%s; " "${PASS_TIMES[@]}"); kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))

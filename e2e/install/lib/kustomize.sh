@@ -21,7 +21,7 @@
 # - the PDB is `policy/v1beta1` (`policy/v1` is 1.21);
 # - the reaper DaemonSet's `maxSurge: 0` is removed (1.22; 0 is what 1.20 does anyway);
 # - namespaces get the `kubernetes.io/metadata.name` label that 1.21+ sets by itself
-#   (run.sh), which the webhooks' namespaceSelector excludes system namespaces by;
+#   (run.sh, install_kustomize), which the webhooks' namespaceSelector excludes system namespaces by;
 # - the Pod Security labels on the namespaces are inert: 1.20 has no Pod Security
 #   admission, so "enforce: restricted" is not checked here (the pod's own
 #   securityContext is, by a scenario).
@@ -132,10 +132,18 @@ YAML
 install_kustomize() { # mode [reaper]
   local mode=$1 reaper=${2:-0}
   KUSTOMIZE_MODE=$mode
+  # 1.20: the label 1.21+ sets, before the webhook configurations exist (deploy/ creates
+  # the namespaces too; apply keeps the label).
+  local ns
+  for ns in prestop-system $( ((reaper)) && echo prestop-reaper); do
+    k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null || return 1
+    k label namespace "$ns" --overwrite "kubernetes.io/metadata.name=$ns" >/dev/null || return 1
+  done
   OUT="$WORK/certs" DAYS=2 PRESTOP_INJECTOR="$BIN" bash "$ROOT/certs/generate.sh" "$mode" \
     >>"$WORK/generate.log" 2>&1 || { log "certs/generate.sh $mode failed"; return 1; }
   KUSTOMIZE_REAPER=$reaper
   kustomize_write "$mode" "$reaper" "$WORK/certs/tls/ca.crt"
+  REAPER_DS=prestop-reaper
   kc apply -k "$KUSTOMIZE_DIR"
   ((STATUS == 0)) || { log "kubectl apply -k failed: $ERR"; return 1; }
 }
