@@ -157,6 +157,6 @@ k delete deploy,ds,job,rs --all --all-namespaces --wait=false >/dev/null 2>&1
 node_stop
 TEARDOWN_CHECKED=1
 if node_teardown_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
-log "suite took $(($(date +%s) - started)) s (setup $setup_seconds s, of which the image $image_seconds s; passes: $(IFS=,; echo "${PASS_TIMES[*]}"); kube-apiserver $SERVER_VERSION)"
+log "suite took $(($(date +%s) - started)) s (setup $setup_seconds s, of which the image $image_seconds s; passes: $(printf '%s, ' "${PASS_TIMES[@]}" | sed 's/, $//'); kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))
