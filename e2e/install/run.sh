@@ -83,32 +83,20 @@ source "$HERE/lib/helm.sh"
 # shellcheck source=lib/scenarios.sh
 source "$HERE/lib/scenarios.sh"
 
-TEARDOWN_CHECKED=0
-cleanup() {
-  local m
-  # Controllers first, so that node_stop's pod deletes are not answered with new pods.
+# shellcheck source=../node/lib/suite.sh
+source "$ROOT/e2e/node/lib/suite.sh"
+# Controllers first, so that node_stop's pod deletes are not answered with new pods.
+suite_before_stop() {
   if ((NODE_STARTED)); then
     k delete mutatingwebhookconfiguration,validatingwebhookconfiguration prestop-injector \
       --ignore-not-found >/dev/null 2>&1
     k delete deploy,ds,job,rs --all --all-namespaces --wait=false >/dev/null 2>&1
   fi
-  node_stop
-  if ((!TEARDOWN_CHECKED)) && ((${#NODE_SYSCTLS_SAVED[@]})); then
-    TEARDOWN_CHECKED=1
-    node_teardown_check >&2
-  fi
-  ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link del "$NODE_BRIDGE"
-  for m in $(node_mounts_below "$HOST"); do umount "$m" 2>/dev/null || umount -l "$m"; done
-  cluster_stop
-  remove_work "$WORK" "$HOST"
 }
-finish() {
-  local rc=$?
-  cleanup
-  exit "$rc"
+suite_after_stop() {
+  if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then ip link del "$NODE_BRIDGE"; fi
 }
-trap finish EXIT
-trap 'exit 130' INT TERM
+suite_traps
 
 node_init_names || exit 1
 node_bridge_up || { log "cannot create the bridge $NODE_BRIDGE"; exit 1; }
@@ -154,9 +142,7 @@ done
 
 # --- teardown, checked -----------------------------------------------------------------
 k delete deploy,ds,job,rs --all --all-namespaces --wait=false >/dev/null 2>&1
-node_stop
-TEARDOWN_CHECKED=1
-if node_teardown_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+suite_teardown_checked
 log "suite took $(($(date +%s) - started)) s (setup $setup_seconds s, of which the image $image_seconds s; passes: $(printf '%s, ' "${PASS_TIMES[@]}" | sed 's/, $//'); kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))

@@ -62,27 +62,9 @@ source "$HERE/lib/node.sh"
 # shellcheck source=lib/images.sh
 source "$HERE/lib/images.sh"
 
-TEARDOWN_CHECKED=0
-cleanup() {
-  local m
-  node_stop
-  # A run that stopped early (a failed start, ^C) still checks what the node left.
-  if ((!TEARDOWN_CHECKED)) && ((${#NODE_SYSCTLS_SAVED[@]})); then
-    TEARDOWN_CHECKED=1
-    node_teardown_check >&2
-  fi
-  # Mounts a scenario planted (and did not get to remove).
-  for m in $(node_mounts_below "$HOST"); do umount "$m" 2>/dev/null || umount -l "$m"; done
-  cluster_stop
-  remove_work "$WORK" "$HOST"
-}
-finish() {
-  local rc=$?
-  cleanup
-  exit "$rc"
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=lib/suite.sh
+source "$HERE/lib/suite.sh"
+suite_traps
 
 cluster_pki prestop-e2e-node-ca
 cluster_start "$NS"
@@ -115,9 +97,7 @@ run_scenarios
 run_safety_scenarios
 
 # --- teardown, checked -----------------------------------------------------------------
-node_stop
-TEARDOWN_CHECKED=1
-if node_teardown_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
+suite_teardown_checked
 if [[ "${PRESTOP_E2E_NODE_STRACE:-}" == 1 ]]; then
   if node_strace_check; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 fi
