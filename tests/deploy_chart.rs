@@ -317,21 +317,8 @@ fn chart_certificates_and_arguments_serve_the_webhook() {
         .unwrap();
     std::fs::write(&config, text).unwrap();
     let container = &one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args = common::local_serve_args(container, dir.path(), &config);
     let local = |name: &str| dir.path().join(name).display().to_string();
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|arg| arg.as_str().unwrap())
-        .skip(1) // "serve"
-        .filter(|arg| !arg.starts_with("--listen=") && !arg.starts_with("--probe-listen="))
-        .map(|arg| match arg.split_once('=') {
-            Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
-            Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
-            Some(("--config", _)) => format!("--config={}", config.display()),
-            _ => arg.to_owned(),
-        })
-        .collect();
     let server = common::start_server(&args);
     let service = format!("{}.{}.svc", chart::RELEASE, chart::NAMESPACE);
     let output = std::process::Command::new(openssl)

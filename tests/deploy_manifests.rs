@@ -329,21 +329,7 @@ fn the_deployment_arguments_start_the_real_server() {
         config["data"]["config.yaml"].as_str().unwrap(),
     )
     .unwrap();
-    let local = |name: &str| dir.path().join(name).display().to_string();
-    let args: Vec<String> = container["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|arg| arg.as_str().unwrap())
-        .skip(1) // "serve"
-        .filter(|arg| !arg.starts_with("--listen=") && !arg.starts_with("--probe-listen="))
-        .map(|arg| match arg.split_once('=') {
-            Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
-            Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
-            Some(("--config", _)) => format!("--config={}", config_file.display()),
-            _ => arg.to_owned(),
-        })
-        .collect();
+    let args = common::local_serve_args(container, dir.path(), &config_file);
     // Every flag the Deployment passes is one the server accepts, with the shipped config.
     let _server = common::start_server(&args);
 }

@@ -195,6 +195,27 @@ fn http_status(port: u16, path: &str) -> Option<String> {
     response.lines().next().map(str::to_owned)
 }
 
+/// The `serve` arguments of a rendered Deployment's container, made runnable here: its
+/// certificate, key and config flags pointed at `dir/tls.crt`, `dir/tls.key` and `config`,
+/// its listen addresses dropped (`start_server` picks free ones).
+pub fn local_serve_args(container: &Value, dir: &Path, config: &Path) -> Vec<String> {
+    let local = |name: &str| dir.join(name).display().to_string();
+    container["args"]
+        .as_array()
+        .expect("the container has args")
+        .iter()
+        .map(|arg| arg.as_str().expect("every arg is a string"))
+        .skip(1) // "serve"
+        .filter(|arg| !arg.starts_with("--listen=") && !arg.starts_with("--probe-listen="))
+        .map(|arg| match arg.split_once('=') {
+            Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
+            Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
+            Some(("--config", _)) => format!("--config={}", config.display()),
+            _ => arg.to_owned(),
+        })
+        .collect()
+}
+
 /// Starts `prestop-injector serve ARGS` on free loopback ports (ARGS must not set
 /// --listen or --probe-listen) and waits, with a deadline, until /readyz answers 200.
 pub fn start_server(args: &[String]) -> Server {
