@@ -4,6 +4,18 @@ fn blocker(script: &str) -> Option<String> {
     check(script, false, false).err()
 }
 
+/// Every script is refused, and the reason names what blocked it; all failures at once.
+fn assert_blocked_by(cases: &[(&str, &str)]) {
+    let mut failures = Vec::new();
+    for &(script, want) in cases {
+        match blocker(script) {
+            Some(found) if found.contains(want) => {}
+            other => failures.push(format!("{script:?}: want {want:?}, got {other:?}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Scripts proven portable: real preStop and command idioms.
 #[test]
 fn portable() {
@@ -243,14 +255,7 @@ fn blocked() {
             "break or continue in the background",
         ),
     ];
-    let mut failures = Vec::new();
-    for (script, want) in cases {
-        match blocker(script) {
-            Some(found) if found.contains(want) => {}
-            other => failures.push(format!("{script:?}: want {want:?}, got {other:?}")),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_blocked_by(cases);
 }
 
 #[test]
@@ -439,14 +444,7 @@ fn expansion_values_are_attacker_chosen_in_builtin_operands() {
         ("i=0; trap 'i=x' TERM; [ \"$i\" -lt 3 ]", "from $i"),
         ("i=08; printf '%d' $((i))", "$i in $((...))"),
     ];
-    let mut failures = Vec::new();
-    for (script, want) in cases {
-        match blocker(script) {
-            Some(found) if found.contains(want) => {}
-            other => failures.push(format!("{script:?}: want {want:?}, got {other:?}")),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_blocked_by(cases);
 }
 
 /// What stays proven: positions where every value means the same (checked with generated
