@@ -166,6 +166,16 @@ async fn sigterm_flips_readiness_finishes_in_flight_requests_and_exits_zero() {
 
 #[test]
 fn serve_without_certificates_explains_what_to_pass() {
+    let stderr = serve_without_certificates(&[]);
+    assert!(
+        stderr.contains("--tls-cert") && stderr.contains("--dev"),
+        "{stderr}"
+    );
+}
+
+/// `serve ARGS` on loopback with no certificate in its flags or environment: it must stop
+/// right after its start-up lines; their stderr.
+fn serve_without_certificates(args: &[&std::ffi::OsStr]) -> String {
     let output = Command::new(BIN)
         .args([
             "serve",
@@ -174,17 +184,14 @@ fn serve_without_certificates_explains_what_to_pass() {
             "--probe-listen",
             "127.0.0.1:0",
         ])
+        .args(args)
         .env_remove("PRESTOP_INJECTOR_DEV")
         .env_remove("PRESTOP_INJECTOR_TLS_CERT")
         .env_remove("PRESTOP_INJECTOR_TLS_KEY")
         .output()
         .unwrap();
     assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("--tls-cert") && stderr.contains("--dev"),
-        "{stderr}"
-    );
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
@@ -204,24 +211,7 @@ fn flags_come_from_the_environment_too() {
 #[test]
 fn allow_list_first_is_said_at_start_up() {
     let serve = |config: &std::path::Path| {
-        let output = Command::new(BIN)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--probe-listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--config")
-            .arg(config)
-            .env_remove("PRESTOP_INJECTOR_DEV")
-            .env_remove("PRESTOP_INJECTOR_TLS_CERT")
-            .env_remove("PRESTOP_INJECTOR_TLS_KEY")
-            .output()
-            .unwrap();
-        // No certificate: it stops right after the start-up lines.
-        assert!(!output.status.success());
-        String::from_utf8_lossy(&output.stderr).into_owned()
+        serve_without_certificates(&["--config".as_ref(), config.as_os_str()])
     };
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
