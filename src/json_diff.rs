@@ -5,96 +5,124 @@
 //! - members of two objects are walked side by side, in order, and looked up by hash only
 //!   where the keys stop lining up (a mutated copy keeps its original's order);
 //! - no member is looked for in the other object when both hold the same keys in order;
-//! - the JSON Pointer is kept as a stack of borrowed tokens and only built into a
-//!   `PointerBuf` for an operation that is emitted.
+//! - the JSON Pointer is kept as one encoded string that grows and shrinks with the walk,
+//!   and only copied into a `PointerBuf` for an operation that is emitted.
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Map, Value};
-
-/// A pointer token, borrowed from an object's key or an array index.
-#[derive(Clone, Copy)]
-enum Token<'a> {
-    Key(&'a str),
-    Index(usize),
-}
+use std::fmt::Write as _;
 
 /// The operations that turn `left` into `right`: `json_patch::diff(left, right).0`.
 pub fn diff(left: &Value, right: &Value) -> Vec<PatchOperation> {
+    diff_at("", left, &mut right.clone())
+}
+
+/// [`diff`] of two values found at `prefix` (an encoded JSON Pointer, `""` for the root)
+/// of a larger document, with every path starting there: the patch of a pod template
+/// inside a Job, say, without joining pointers operation by operation afterwards.
+///
+/// The values the operations add are moved out of `right` (null is left in their place),
+/// not copied: the caller's mutated copy is thrown away after the diff.
+pub fn diff_at(prefix: &str, left: &Value, right: &mut Value) -> Vec<PatchOperation> {
     let mut walk = Walk {
-        path: Vec::new(),
+        path: String::with_capacity(prefix.len() + 64),
         operations: Vec::new(),
     };
+    walk.path.push_str(prefix);
     walk.value(left, right);
     walk.operations
 }
 
-struct Walk<'a> {
-    path: Vec<Token<'a>>,
+/// The walk's position, as the encoded pointer it would emit; each step appends one
+/// token and truncates back to where it was.
+struct Walk {
+    path: String,
     operations: Vec<PatchOperation>,
 }
 
-impl<'a> Walk<'a> {
+impl Walk {
     fn pointer(&self) -> PointerBuf {
-        let mut pointer = PointerBuf::new();
-        for token in &self.path {
-            match *token {
-                Token::Key(key) => pointer.push_back(key),
-                Token::Index(index) => pointer.push_back(index),
-            }
-        }
-        pointer
+        // The prefix is a pointer and every token was escaped (`push_key`), so it parses;
+        // never fall back to the root, which would replace the whole object.
+        PointerBuf::parse(self.path.as_str()).expect("the walk builds valid pointers")
     }
 
-    fn value(&mut self, left: &'a Value, right: &'a Value) {
+    /// Appends `/key` (RFC 6901: `~` as `~0`, `/` as `~1`); returns the length to go
+    /// back to.
+    fn push_key(&mut self, key: &str) -> usize {
+        let back = self.path.len();
+        self.path.push('/');
+        if key.contains(['~', '/']) {
+            for c in key.chars() {
+                match c {
+                    '~' => self.path.push_str("~0"),
+                    '/' => self.path.push_str("~1"),
+                    c => self.path.push(c),
+                }
+            }
+        } else {
+            self.path.push_str(key);
+        }
+        back
+    }
+
+    fn push_index(&mut self, index: usize) -> usize {
+        let back = self.path.len();
+        let _ = write!(self.path, "/{index}");
+        back
+    }
+
+    fn value(&mut self, left: &Value, right: &mut Value) {
         match (left, right) {
             (Value::Object(left), Value::Object(right)) => self.object(left, right),
             (Value::Array(left), Value::Array(right)) => self.array(left, right),
-            _ if left == right => {}
-            _ => {
-                let path = self.pointer();
-                self.operations
-                    .push(PatchOperation::Replace(ReplaceOperation {
-                        path,
-                        value: right.clone(),
-                    }));
+            (left, right) => {
+                if left != right {
+                    let path = self.pointer();
+                    self.operations
+                        .push(PatchOperation::Replace(ReplaceOperation {
+                            path,
+                            value: std::mem::take(right),
+                        }));
+                }
             }
         }
     }
 
-    fn array(&mut self, left: &'a [Value], right: &'a [Value]) {
+    fn array(&mut self, left: &[Value], right: &mut [Value]) {
         // As json_patch: index by index; the surplus of `left` removed at the same index
         // (each removal shifts the rest down), the surplus of `right` added at the end.
         let common = left.len().min(right.len());
         for index in 0..common {
-            self.path.push(Token::Index(index));
-            self.value(&left[index], &right[index]);
-            self.path.pop();
+            let back = self.push_index(index);
+            self.value(&left[index], &mut right[index]);
+            self.path.truncate(back);
         }
         for _ in common..left.len() {
-            self.path.push(Token::Index(common));
+            let back = self.push_index(common);
             let path = self.pointer();
             self.operations
                 .push(PatchOperation::Remove(RemoveOperation { path }));
-            self.path.pop();
+            self.path.truncate(back);
         }
-        for (index, value) in right.iter().enumerate().skip(common) {
-            self.path.push(Token::Index(index));
+        for (index, value) in right.iter_mut().enumerate().skip(common) {
+            let back = self.push_index(index);
             let path = self.pointer();
             self.operations.push(PatchOperation::Add(AddOperation {
                 path,
-                value: value.clone(),
+                value: std::mem::take(value),
             }));
-            self.path.pop();
+            self.path.truncate(back);
         }
     }
 
-    fn object(&mut self, left: &'a Map<String, Value>, right: &'a Map<String, Value>) {
+    fn object(&mut self, left: &Map<String, Value>, right: &mut Map<String, Value>) {
         // Walk `right` in order (the order of json_patch's operations), taking the member
         // of `left` at the same position when its key is the same, else by lookup.
         let mut left_in_order = left.iter();
         let mut in_step = true;
-        for (key, right_value) in right {
+        for (key, right_value) in right.iter_mut() {
             let beside = left_in_order.next();
             let left_value = match beside {
                 Some((left_key, left_value)) if in_step && left_key == key => Some(left_value),
@@ -103,18 +131,18 @@ impl<'a> Walk<'a> {
                     left.get(key)
                 }
             };
-            self.path.push(Token::Key(key));
+            let back = self.push_key(key);
             match left_value {
                 Some(left_value) => self.value(left_value, right_value),
                 None => {
                     let path = self.pointer();
                     self.operations.push(PatchOperation::Add(AddOperation {
                         path,
-                        value: right_value.clone(),
+                        value: std::mem::take(right_value),
                     }));
                 }
             }
-            self.path.pop();
+            self.path.truncate(back);
         }
         // Every key matched in step and the lengths agree: nothing of `left` is missing.
         if in_step && left.len() == right.len() {
@@ -122,11 +150,11 @@ impl<'a> Walk<'a> {
         }
         for key in left.keys() {
             if !right.contains_key(key) {
-                self.path.push(Token::Key(key));
+                let back = self.push_key(key);
                 let path = self.pointer();
                 self.operations
                     .push(PatchOperation::Remove(RemoveOperation { path }));
-                self.path.pop();
+                self.path.truncate(back);
             }
         }
     }
@@ -256,5 +284,17 @@ mod tests {
         let right = json!({"c": {"x": 2}, "a/b": 1, "~": [1], "d": null});
         assert_eq!(diff(&left, &right), json_patch::diff(&left, &right).0);
         assert_eq!(diff(&left, &left), vec![]);
+    }
+
+    /// At a prefix, the operations of the whole document that holds the two values.
+    #[test]
+    fn at_a_prefix_the_paths_of_the_whole_document() {
+        let left = json!({"a/b": 1, "~": [1, 2, 3], "c": {"x": 1}});
+        let right = json!({"c": {"x": 2}, "~": [1], "d": null});
+        let whole = |v: &Value| json!({"spec": {"t~/": v}});
+        assert_eq!(
+            super::diff_at("/spec/t~0~1", &left, &mut right.clone()),
+            json_patch::diff(&whole(&left), &whole(&right)).0
+        );
     }
 }

@@ -10,13 +10,13 @@ use crate::config::Config;
 use crate::mutation::{self, Decision, Endpoint};
 /// The request as the review carries it; the core owns the type it decides on.
 pub use crate::mutation::{GroupVersionKind, Operation, Request};
-use base64::Engine as _;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 use serde_json::Value;
 use std::io::Write as _;
 
 mod object;
+mod wire;
 
 pub const API_VERSION: &str = "admission.k8s.io/v1";
 
@@ -236,10 +236,10 @@ pub fn respond(request: Request, endpoint: Endpoint, config: &Config) -> Reviewe
 
 /// Serializes a decision as an AdmissionReview response.
 pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
-    // Written by hand around serde_json's string escaping, so that the base64 patch (most
-    // of the bytes) is encoded straight into the body and never scanned for escapes.
-    // Writing into a Vec cannot fail, nor can serializing strings and `Value`s.
-    let mut out = Vec::with_capacity(256 + decision.patch.as_ref().map_or(0, |p| p.0.len() * 512));
+    // Written by hand: the base64 patch (most of the bytes) is encoded straight into the
+    // body and never scanned for escapes (see `wire`). Writing into a Vec cannot fail,
+    // nor can serializing strings.
+    let mut out = Vec::with_capacity(256 + decision.patch.as_ref().map_or(0, |p| p.0.len() * 256));
     out.extend_from_slice(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
     );
@@ -251,18 +251,9 @@ pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
     });
     if let Some(patch) = &decision.patch {
         out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
-        // Sized once: growing from empty would copy the patch a few times over.
-        let mut json = Vec::with_capacity(out.capacity());
-        let _ = serde_json::to_writer(&mut json, patch);
-        let start = out.len();
-        out.resize(
-            start + base64::encoded_len(json.len(), true).unwrap_or(0),
-            0,
-        );
-        let written = base64::engine::general_purpose::STANDARD
-            .encode_slice(&json, &mut out[start..])
-            .unwrap_or(0);
-        out.truncate(start + written);
+        let mut json = Vec::with_capacity(patch.0.len() * 192);
+        wire::write_patch(&mut json, &patch.0);
+        wire::write_base64(&mut out, &json);
         out.push(b'"');
     }
     if let Some(denial) = &decision.denial {

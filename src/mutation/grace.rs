@@ -3,6 +3,7 @@
 
 use crate::config::Config;
 use crate::mutation::containers::app_containers;
+use crate::mutation::field::Field;
 use crate::mutation::hook::existing::Existing;
 use crate::mutation::hook::script;
 use crate::mutation::hook::Action;
@@ -55,7 +56,7 @@ pub(super) fn raise(
         .saturating_add(settings.shutdown_seconds)
         .saturating_add(sidecar);
     let current = spec
-        .get("terminationGracePeriodSeconds")
+        .field("terminationGracePeriodSeconds")
         .and_then(Value::as_u64);
     let effective = current.unwrap_or(DEFAULT_GRACE_SECONDS);
     let capped = if needed > config.max_grace_seconds {

@@ -19,6 +19,7 @@
 //!   value and the accepted forms.
 
 use crate::config::Config;
+use crate::mutation::field::Field;
 use inject::delivery;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
@@ -35,6 +36,7 @@ use workload::Workload;
 // sidecar), `shell_fix` (bash in images without it), `grace` (the termination grace
 // period). `pod` runs them on one pod template; `orphan` is the `/validate` guard.
 mod containers;
+mod field;
 mod grace;
 pub mod hook;
 pub mod inject;
@@ -216,7 +218,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             // A single scalar added where it is absent: the one operation a diff would give.
             Some((pointer, Some(job_spec)))
                 if job_spec
-                    .get("ttlSecondsAfterFinished")
+                    .field("ttlSecondsAfterFinished")
                     .is_none_or(Value::is_null) =>
             {
                 operations.push(PatchOperation::Add(AddOperation {
@@ -259,14 +261,7 @@ fn patch_template(
     };
     let mut mutated = original.clone();
     let warnings = mutate(&mut mutated, original)?;
-    let mut operations = delivery::diff(original, &mutated);
-    if !workload.template.is_empty() {
-        let prefix = PointerBuf::parse(workload.template).unwrap_or_default();
-        for operation in &mut operations {
-            let path = prefix.concat(operation.path());
-            set_path(operation, path);
-        }
-    }
+    let operations = delivery::diff(workload.template, original, &mut mutated);
     Ok((operations, warnings))
 }
 
@@ -297,20 +292,9 @@ fn set_record(template: &mut Value, record: Option<String>) {
     }
 }
 
-fn set_path(operation: &mut PatchOperation, path: PointerBuf) {
-    match operation {
-        PatchOperation::Add(op) => op.path = path,
-        PatchOperation::Remove(op) => op.path = path,
-        PatchOperation::Replace(op) => op.path = path,
-        PatchOperation::Move(op) => op.path = path,
-        PatchOperation::Copy(op) => op.path = path,
-        PatchOperation::Test(op) => op.path = path,
-    }
-}
-
 /// `namespace/name` of the object for messages; `generateName` objects have no name yet.
 fn describe(request: &Request, object: &Value) -> String {
-    let metadata = object.get("metadata");
+    let metadata = object.field("metadata");
     let field = |key: &str| {
         metadata
             .and_then(|m| m.get(key))

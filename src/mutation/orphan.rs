@@ -6,6 +6,7 @@
 
 use super::{Decision, Denial};
 use crate::config::{Config, OrphanDelete};
+use crate::mutation::field::Field;
 use crate::mutation::request::{Operation, Request};
 use crate::mutation::scope::settings::STATUS;
 use serde_json::Value;
@@ -47,10 +48,10 @@ pub fn check(request: &Request, config: &Config) -> Decision {
 /// Whether DeleteOptions leave a Job's pods behind (batch/v1's default is to orphan them).
 fn orphans_pods(options: Option<&Value>) -> bool {
     let policy = options
-        .and_then(|o| o.get("propagationPolicy"))
+        .and_then(|o| o.field("propagationPolicy"))
         .and_then(Value::as_str);
     let orphan_dependents = options
-        .and_then(|o| o.get("orphanDependents"))
+        .and_then(|o| o.field("orphanDependents"))
         .and_then(Value::as_bool);
     orphan_dependents == Some(true)
         || policy == Some("Orphan")

@@ -3,6 +3,7 @@
 //! so `targets` (which skips our sidecar's copied mounts), `inject` and the patch agree.
 
 use super::{sidecar_targets, IMAGE_PROGRAM, PROGRAM_DIR};
+use crate::mutation::field::Field;
 use prestop_clean::argv::INSTALL;
 use serde_json::Value;
 
@@ -14,7 +15,7 @@ pub fn installer_argv() -> [&'static str; 3] {
 /// Whether an init container is the installer we generated.
 pub(in crate::mutation) fn is_installer(container: &Value) -> bool {
     container
-        .get("command")
+        .field("command")
         .and_then(Value::as_array)
         .is_some_and(|argv| {
             argv.iter()
@@ -26,7 +27,7 @@ pub(in crate::mutation) fn is_installer(container: &Value) -> bool {
 /// Whether a container is the sidecar we generated.
 pub(in crate::mutation) fn is_our_sidecar(container: &Value) -> bool {
     container
-        .get("command")
+        .field("command")
         .and_then(Value::as_array)
         .and_then(|argv| {
             argv.iter()

@@ -16,6 +16,7 @@
 //!   installer (or the sidecar) among the user's init containers is one `add`/`remove`
 //!   at its index, not a rewrite of every init container after it (`init_diff`).
 
+use crate::mutation::field::Field;
 use crate::mutation::hook::ours::{installer_argv, is_installer};
 use crate::mutation::hook::PROGRAM_DIR;
 use json_patch::PatchOperation;
@@ -31,11 +32,11 @@ const SIZE_LIMIT: &str = "16Mi";
 const INSTALLER_USER: u64 = 65532;
 
 fn name_of(value: &Value) -> Option<&str> {
-    value.get("name").and_then(Value::as_str)
+    value.field("name").and_then(Value::as_str)
 }
 
 fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
-    spec.get(key)
+    spec.field(key)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default()
@@ -72,7 +73,7 @@ impl Delivery {
         let volume = ours.and_then(|installer| {
             list(installer, "volumeMounts")
                 .iter()
-                .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR))
+                .find(|m| m.field("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR))
                 .and_then(name_of)
                 .map(str::to_owned)
         });
@@ -93,7 +94,7 @@ impl Delivery {
 
     fn is_our_mount(&self, mount: &Value) -> bool {
         name_of(mount) == Some(self.volume.as_str())
-            && mount.get("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR)
+            && mount.field("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR)
     }
 
     /// The container's own mount at, above or below [`PROGRAM_DIR`], which would hide
@@ -102,7 +103,7 @@ impl Delivery {
         list(container, "volumeMounts")
             .iter()
             .filter(|mount| !self.is_our_mount(mount))
-            .filter_map(|mount| mount.get("mountPath").and_then(Value::as_str))
+            .filter_map(|mount| mount.field("mountPath").and_then(Value::as_str))
             .find(|path| overlaps(path))
     }
 
@@ -144,7 +145,7 @@ impl Delivery {
         let volume = volume.as_object().filter(|_| wanted);
         update_named(spec, "volumes", &self.volume, volume);
         let mount = json!({"name": self.volume, "mountPath": PROGRAM_DIR, "readOnly": true});
-        let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) else {
+        let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) else {
             return;
         };
         for (index, container) in containers.iter_mut().enumerate() {
@@ -174,7 +175,7 @@ impl Delivery {
             (None, Some(index)) => remove_at(spec_map, "initContainers", index),
             (Some(image), Some(index)) => {
                 if let Some(existing) = spec_map
-                    .get_mut("initContainers")
+                    .field_mut("initContainers")
                     .and_then(|list| list.get_mut(index))
                     .and_then(Value::as_object_mut)
                 {
@@ -230,7 +231,7 @@ fn update_named(owner: &mut Value, key: &str, name: &str, wanted: Option<&Map<St
         return;
     };
     let position = owner
-        .get(key)
+        .field(key)
         .and_then(Value::as_array)
         .and_then(|items| items.iter().position(|item| name_of(item) == Some(name)));
     match (wanted, position) {
@@ -256,7 +257,7 @@ fn update_named(owner: &mut Value, key: &str, name: &str, wanted: Option<&Map<St
 /// Removes `owner[key][index]`, and the array when that leaves it empty.
 fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
     let now_empty = owner
-        .get_mut(key)
+        .field_mut(key)
         .and_then(Value::as_array_mut)
         .is_some_and(|items| {
             items.remove(index);
@@ -267,10 +268,11 @@ fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
     }
 }
 
-/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`),
-/// with our init containers added and removed by index (see `init_diff`).
-pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
-    crate::mutation::inject::init_diff::diff(original, mutated)
+/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`, at
+/// `prefix` of the object), with our init containers added and removed by index (see
+/// `init_diff`). The values added are moved out of `mutated`.
+pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOperation> {
+    crate::mutation::inject::init_diff::diff(prefix, original, mutated)
 }
 
 #[cfg(test)]
@@ -320,7 +322,7 @@ mod tests {
         let mut mutated = original.clone();
         let delivery = Delivery::of(&original["spec"]);
         delivery.apply(&mut mutated["spec"], &[true], "img");
-        let patch = diff(&original, &mutated);
+        let patch = diff("", &original, &mut mutated.clone());
         let paths: Vec<String> = patch.iter().map(|op| op.path().to_string()).collect();
         assert_eq!(
             paths,
@@ -338,7 +340,7 @@ mod tests {
         let mut restored = mutated.clone();
         Delivery::of(&mutated["spec"]).apply(&mut restored["spec"], &[false], "img");
         assert_eq!(restored, original);
-        let patch = diff(&mutated, &restored);
+        let patch = diff("", &mutated, &mut restored.clone());
         assert!(
             matches!(&patch[0], PatchOperation::Remove(op) if op.path == "/spec/initContainers/0")
         );

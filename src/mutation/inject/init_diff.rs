@@ -40,16 +40,18 @@ fn entries(list: &[Value]) -> Vec<Entry> {
         .collect()
 }
 
-/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`).
-pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
+/// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`), found
+/// at `prefix` (an encoded JSON Pointer) of the object under review. The values added are
+/// moved out of `mutated` (see `json_diff::diff_at`).
+pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOperation> {
     fn list(template: &Value) -> Option<&Vec<Value>> {
         template
             .pointer("/spec/initContainers")
             .and_then(Value::as_array)
     }
-    let (Some(before), Some(after)) = (list(original), list(mutated)) else {
+    let (Some(before), Some(after)) = (list(original), list(&*mutated)) else {
         // The whole list appears or goes: one operation either way.
-        return crate::json_diff::diff(original, mutated);
+        return crate::json_diff::diff_at(prefix, original, mutated);
     };
     let (old, new) = (entries(before), entries(after));
     let ours = |entries: &[Entry]| -> Vec<Entry> {
@@ -79,7 +81,7 @@ pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
         .find(|kept| without(&old, kept) == without(&new, kept))
     else {
         // The user's own entries differ in number: nothing of ours explains it.
-        return crate::json_diff::diff(original, mutated);
+        return crate::json_diff::diff_at(prefix, original, mutated);
     };
     let mut shifted = original.clone();
     let mut operations = Vec::new();
@@ -87,13 +89,13 @@ pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
         .pointer_mut("/spec/initContainers")
         .and_then(Value::as_array_mut)
     else {
-        return crate::json_diff::diff(original, mutated);
+        return crate::json_diff::diff_at(prefix, original, mutated);
     };
     for (index, entry) in old.iter().enumerate().rev() {
         if !matches!(entry, Entry::User(_)) && !kept.contains(entry) {
             working.remove(index);
             operations.push(PatchOperation::Remove(RemoveOperation {
-                path: init_container_path(index),
+                path: init_container_path(prefix, index),
             }));
         }
     }
@@ -101,17 +103,18 @@ pub fn diff(original: &Value, mutated: &Value) -> Vec<PatchOperation> {
         if !matches!(entry, Entry::User(_)) && !kept.contains(entry) {
             working.insert(index, after[index].clone());
             operations.push(PatchOperation::Add(AddOperation {
-                path: init_container_path(index),
+                path: init_container_path(prefix, index),
                 value: after[index].clone(),
             }));
         }
     }
-    operations.extend(crate::json_diff::diff(&shifted, mutated));
+    operations.extend(crate::json_diff::diff_at(prefix, &shifted, mutated));
     operations
 }
 
-fn init_container_path(index: usize) -> PointerBuf {
-    PointerBuf::from_tokens(["spec", "initContainers", &index.to_string()])
+fn init_container_path(prefix: &str, index: usize) -> PointerBuf {
+    PointerBuf::parse(format!("{prefix}/spec/initContainers/{index}"))
+        .expect("a template's pointer and two plain tokens form a valid pointer")
 }
 
 #[cfg(test)]
@@ -152,7 +155,7 @@ mod tests {
         for from in &lists {
             for to in &lists {
                 let (original, mutated) = (template(from.clone()), template(to.clone()));
-                let patch = diff(&original, &mutated);
+                let patch = diff("", &original, &mut mutated.clone());
                 let mut patched = original.clone();
                 json_patch::patch(&mut patched, &json_patch::Patch(patch.clone())).unwrap();
                 assert_eq!(patched, mutated, "{from:?} -> {to:?}");

@@ -12,6 +12,7 @@
 //! name no container of the pod has. It is recognised by its command, never its name.
 
 use crate::config::{CleanerMode, Config};
+use crate::mutation::field::Field;
 use crate::mutation::hook;
 use crate::mutation::hook::ours::is_our_sidecar;
 pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
@@ -101,7 +102,7 @@ const OWNED_KEYS: &[&str] = &[
 /// admission plugins put them there (the ServiceAccount token, say) and they stay.
 pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
     let Some(ours) = spec
-        .get("initContainers")
+        .field("initContainers")
         .and_then(Value::as_array)
         .and_then(|list| list.iter().find(|c| is_our_sidecar(c)))
     else {
@@ -109,11 +110,11 @@ pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
     };
     let copies: Vec<Value> = crate::mutation::containers::app_containers(spec)
         .iter()
-        .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
+        .filter_map(|c| c.field("volumeMounts").and_then(Value::as_array))
         .flatten()
         .map(copy_of)
         .collect();
-    ours.get("volumeMounts")
+    ours.field("volumeMounts")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -129,7 +130,7 @@ fn free_name(spec: &Value) -> String {
         .iter()
         .filter_map(|key| spec.get(*key).and_then(Value::as_array))
         .flatten()
-        .filter_map(|c| c.get("name").and_then(Value::as_str))
+        .filter_map(|c| c.field("name").and_then(Value::as_str))
         .collect();
     std::iter::once(NAME.to_owned())
         .chain((2..).map(|n| format!("{NAME}-{n}")))
@@ -153,7 +154,7 @@ pub fn apply(
     warnings: &mut Vec<String>,
 ) -> Option<String> {
     let position = spec
-        .get("initContainers")
+        .field("initContainers")
         .and_then(Value::as_array)
         .and_then(|list| list.iter().position(is_our_sidecar));
     let Some(plan) = plan else {
@@ -178,16 +179,18 @@ pub fn apply(
     };
     let index = keep_in_place(spec, index)?;
     let name = spec["initContainers"][index]
-        .get("name")
+        .field("name")
         .and_then(Value::as_str)?
         .to_owned();
     let mut wanted = plan.container(spec, config, &name);
     let existing = spec["initContainers"][index].as_object_mut()?;
     for key in OWNED_KEYS {
         let value = match *key {
-            "env" => with_others(existing.get("env"), &plan.env, |e| e.get("name").cloned()),
+            "env" => with_others(existing.field("env"), &plan.env, |e| {
+                e.field("name").cloned()
+            }),
             "volumeMounts" => with_others(existing.get(*key), &plan.mounts, |m| {
-                let path = m.get("mountPath").and_then(Value::as_str)?;
+                let path = m.field("mountPath").and_then(Value::as_str)?;
                 targets::normalize(path).map(Value::String)
             }),
             _ => wanted.remove(*key),
@@ -202,7 +205,7 @@ pub fn apply(
             }
         }
     }
-    let mounts = existing.get("volumeMounts").and_then(Value::as_array);
+    let mounts = existing.field("volumeMounts").and_then(Value::as_array);
     if let Err(problem) = check_merged(mounts.map_or(&[], Vec::as_slice), &plan.targets) {
         warnings.push(format!("cleanup sidecar removed: {problem}"));
         remove(spec, index);
@@ -218,7 +221,7 @@ pub fn apply(
 fn place(list: &[Value]) -> usize {
     list.iter()
         .position(|c| {
-            !is_our_sidecar(c) && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+            !is_our_sidecar(c) && c.field("restartPolicy").and_then(Value::as_str) == Some("Always")
         })
         .unwrap_or(list.len())
 }
@@ -226,7 +229,7 @@ fn place(list: &[Value]) -> usize {
 /// Moves our sidecar at `index` to its [`place`] when a user sidecar came before it (say
 /// an UPDATE added one); returns where it now is.
 fn keep_in_place(spec: &mut Value, index: usize) -> Option<usize> {
-    let list = spec.get_mut("initContainers")?.as_array_mut()?;
+    let list = spec.field_mut("initContainers")?.as_array_mut()?;
     let ours = list.remove(index);
     let wanted = place(list);
     list.insert(wanted, ours);
@@ -234,7 +237,10 @@ fn keep_in_place(spec: &mut Value, index: usize) -> Option<usize> {
 }
 
 fn remove(spec: &mut Value, index: usize) {
-    if let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
+    if let Some(list) = spec
+        .field_mut("initContainers")
+        .and_then(Value::as_array_mut)
+    {
         list.remove(index);
         if list.is_empty() {
             spec.as_object_mut().map(|s| s.remove("initContainers"));

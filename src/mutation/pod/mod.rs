@@ -11,6 +11,7 @@ mod plan;
 
 use crate::config::{CleanerMode, Config, Mode};
 use crate::mutation::containers::app_containers;
+use crate::mutation::field::Field;
 use crate::mutation::hook::existing::Existing;
 use crate::mutation::hook::{Action, Before, Hook};
 use crate::mutation::inject::delivery::Delivery;
@@ -53,7 +54,7 @@ pub fn mutate(
     config: &Config,
 ) -> Result<Vec<String>, BadAnnotation> {
     let mut warnings = Vec::new();
-    let Some(spec) = template.get_mut("spec").filter(|spec| spec.is_object()) else {
+    let Some(spec) = template.field_mut("spec").filter(|spec| spec.is_object()) else {
         return Ok(warnings);
     };
     if settings.fix_shell {
@@ -62,17 +63,17 @@ pub fn mutate(
     let plans = plan(spec, settings, config, &mut warnings)?;
 
     let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
-    let pod_security = spec.get("securityContext").cloned();
+    let pod_security = spec.field("securityContext").cloned();
     let mut injected = Vec::new();
     let mut served_by_sidecar = Vec::new();
     let mode = config.cleaner.mode;
     let delivery = Delivery::of(spec);
     // Per app container: whether its hook runs the program, which must be mounted there.
     let mut needs_program = Vec::new();
-    if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+    if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
-                .get("name")
+                .field("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
@@ -220,7 +221,7 @@ pub(super) fn restore(container: &mut Value, before: Before) {
         }
         Before::Nothing => {
             if let Some(lifecycle) = container
-                .get_mut("lifecycle")
+                .field_mut("lifecycle")
                 .and_then(Value::as_object_mut)
             {
                 lifecycle.remove("preStop");

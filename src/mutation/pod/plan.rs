@@ -3,6 +3,7 @@
 //! cleanup sidecar, with the warnings a refusal gives.
 
 use super::*;
+use crate::mutation::field::Field;
 
 /// A sidecar plan becomes final once the sidecar accepts the container; when it must
 /// refuse it, the container keeps its own exec hook (its own mounts passed the target rules) or,
@@ -49,7 +50,7 @@ pub(super) fn admit(
 
 pub(super) fn name_of(container: &Value) -> &str {
     container
-        .get("name")
+        .field("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
@@ -202,7 +203,7 @@ pub(super) fn plan_container(
     };
     let name = name_of(container);
     let image = container
-        .get("image")
+        .field("image")
         .and_then(Value::as_str)
         .unwrap_or_default();
     // The program needs no shell: only the shell form and a custom script do.

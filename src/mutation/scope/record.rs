@@ -19,6 +19,7 @@
 //! forged record can do no more than the annotations its author could write anyway.
 
 use crate::config::{Config, Mode};
+use crate::mutation::field::Field;
 use crate::mutation::scope::settings::{
     Annotations, BadAnnotation, Cleanup, Settings, CLEANUP, COMMAND, CONTAINERS, FIX_SHELL,
     HOOK_SECONDS, MODE, PREFIX, SETTINGS, SHELL, SHUTDOWN_SECONDS,
@@ -59,7 +60,7 @@ pub fn controller_of(object: &Value) -> Option<(&str, &str)> {
         .pointer("/metadata/ownerReferences")?
         .as_array()?
         .iter()
-        .find(|owner| owner.get("controller").and_then(Value::as_bool) == Some(true))
+        .find(|owner| owner.field("controller").and_then(Value::as_bool) == Some(true))
         .map(|owner| {
             let field = |key| owner.get(key).and_then(Value::as_str).unwrap_or_default();
             let group = field("apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
@@ -136,7 +137,7 @@ pub fn read(
             "not a JSON object of settings; {written_by_us}"
         )));
     };
-    match record.get("version") {
+    match record.field("version") {
         Some(version) if version == &json!(VERSION) => {}
         other => {
             let version = other.map_or_else(|| "none".to_owned(), Value::to_string);

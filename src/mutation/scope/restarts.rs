@@ -33,6 +33,7 @@
 //! `image`) is restarted "regardless of the restart policy", and one the runtime reports
 //! in state Unknown is killed before it is started again.
 
+use crate::mutation::field::Field;
 use serde_json::Value;
 
 /// Why the kubelet may start `container` (an app container of `spec`) again in its pod
@@ -42,22 +43,22 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
     if let Some(rules) = in_place_restarts(spec) {
         return Some(rules);
     }
-    match container.get("restartPolicy") {
+    match container.field("restartPolicy") {
         None | Some(Value::Null) => {}
         Some(Value::String(policy)) if policy == "Never" => {}
         Some(other) => return Some(format!("container restartPolicy {}", text(other))),
     }
-    match spec.get("restartPolicy") {
+    match spec.field("restartPolicy") {
         Some(Value::String(policy)) if policy == "Never" => {}
         // The kubelet's default branch: an unset policy restarts.
         None | Some(Value::Null) => return Some("restartPolicy Always".to_owned()),
         Some(other) => return Some(format!("restartPolicy {}", text(other))),
     }
-    let resize = container.get("resizePolicy").and_then(Value::as_array);
+    let resize = container.field("resizePolicy").and_then(Value::as_array);
     resize
         .into_iter()
         .flatten()
-        .filter_map(|entry| entry.get("restartPolicy"))
+        .filter_map(|entry| entry.field("restartPolicy"))
         .find(|policy| policy.as_str() != Some("NotRequired"))
         .map(|policy| format!("resizePolicy {}", text(policy)))
 }
@@ -67,15 +68,15 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
 pub fn in_place_restarts(spec: &Value) -> Option<String> {
     ["initContainers", "containers"]
         .iter()
-        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
+        .filter_map(|key| spec.field(key).and_then(Value::as_array))
         .flatten()
         .find(|c| {
-            c.get("restartPolicyRules").is_some_and(|rules| {
+            c.field("restartPolicyRules").is_some_and(|rules| {
                 !rules.is_null() && rules.as_array().is_none_or(|r| !r.is_empty())
             })
         })
         .map(|c| {
-            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            let name = c.field("name").and_then(Value::as_str).unwrap_or_default();
             format!("restartPolicyRules of {name:?}")
         })
 }

@@ -3,6 +3,7 @@
 
 use crate::config::{Config, Mode};
 use crate::duration;
+use crate::mutation::field::Field;
 use crate::mutation::Endpoint;
 use serde_json::{Map, Value};
 
@@ -115,7 +116,7 @@ impl std::fmt::Display for BadAnnotation {
 }
 
 fn annotations_of(value: Option<&Value>) -> Option<&Map<String, Value>> {
-    value?.get("metadata")?.get("annotations")?.as_object()
+    value?.field("metadata")?.field("annotations")?.as_object()
 }
 
 impl<'a> Annotations<'a> {

@@ -25,6 +25,7 @@ pub mod image;
 pub mod portable;
 
 use crate::config::{CleanerMode, Config};
+use crate::mutation::field::Field;
 use crate::mutation::hook::Action;
 use portable::gate::basename;
 use portable::{gate, Gate, Text};
@@ -39,7 +40,7 @@ const MAX_WARNING: usize = 120;
 pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
     for list in ["initContainers", "containers"] {
-        let Some(containers) = pod_spec.get_mut(list).and_then(Value::as_array_mut) else {
+        let Some(containers) = pod_spec.field_mut(list).and_then(Value::as_array_mut) else {
             continue;
         };
         for container in containers.iter_mut().filter_map(Value::as_object_mut) {
@@ -92,7 +93,7 @@ enum Fix {
 }
 
 fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: &mut Vec<String>) {
-    let Some(image) = container.get("image").and_then(Value::as_str) else {
+    let Some(image) = container.field("image").and_then(Value::as_str) else {
         return;
     };
     if !image::lacks_bash(image, config) {
@@ -100,7 +101,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
     }
     let image = image.to_owned();
     let name = container
-        .get("name")
+        .field("name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
@@ -116,10 +117,10 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
     // either. Without `command` argv[0] is the image's entrypoint, which we cannot see.
     let empty = Vec::new();
     let args = container
-        .get("args")
+        .field("args")
         .and_then(Value::as_array)
         .unwrap_or(&empty);
-    if let Some(command) = container.get("command").and_then(Value::as_array) {
+    if let Some(command) = container.field("command").and_then(Value::as_array) {
         let argv: Vec<&Value> = command.iter().chain(args).collect();
         if let Some(fix) = plan(&argv, &image, config) {
             let in_command = command.len();
@@ -129,7 +130,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
                 } else {
                     ("args", at - in_command)
                 };
-                set_entry(container.get_mut(key), index, to);
+                set_entry(container.field_mut(key), index, to);
             }
             report(fix, "command", warnings);
         }
@@ -158,22 +159,22 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
 }
 
 fn exec_command<'a>(container: &'a Map<String, Value>, path: &[&str]) -> Option<&'a Vec<Value>> {
-    let mut node = container.get(*path.first()?)?;
+    let mut node = container.field(path.first()?)?;
     for key in &path[1..] {
-        node = node.get(key)?;
+        node = node.field(key)?;
     }
-    node.get("exec")?.get("command")?.as_array()
+    node.field("exec")?.field("command")?.as_array()
 }
 
 fn exec_command_mut<'a>(
     container: &'a mut Map<String, Value>,
     path: &[&str],
 ) -> Option<&'a mut Value> {
-    let mut node = container.get_mut(*path.first()?)?;
+    let mut node = container.field_mut(path.first()?)?;
     for key in &path[1..] {
-        node = node.get_mut(key)?;
+        node = node.field_mut(key)?;
     }
-    node.get_mut("exec")?.get_mut("command")
+    node.field_mut("exec")?.field_mut("command")
 }
 
 /// Replaces one element of an array in place (a targeted patch), nothing else.

@@ -9,6 +9,7 @@
 use super::mounts::{
     is_at_or_below, kubelet_mount_path, normalize, on_one_line, sub_path, Mount, SubPath,
 };
+use crate::mutation::field::Field;
 use crate::mutation::hook::ours::is_our_sidecar;
 use serde_json::Value;
 
@@ -108,19 +109,19 @@ fn join(base: &str, suffix: &str) -> String {
 
 /// The pod volume called `name`.
 pub fn volume<'a>(spec: &'a Value, name: &str) -> Option<&'a Value> {
-    spec.get("volumes")?
+    spec.field("volumes")?
         .as_array()?
         .iter()
-        .find(|v| v.get("name").and_then(Value::as_str) == Some(name))
+        .find(|v| v.field("name").and_then(Value::as_str) == Some(name))
 }
 
 /// The `hostPath.path` of a hostPath volume, normalized; `Some(anywhere)` when it cannot
 /// be read (relative, `..`, not a string); `None` for other volume types.
 pub fn volume_host_path(volume: &Value) -> Option<HostPath> {
-    let host_path = volume.get("hostPath").filter(|h| !h.is_null())?;
+    let host_path = volume.field("hostPath").filter(|h| !h.is_null())?;
     Some(
         host_path
-            .get("path")
+            .field("path")
             .and_then(Value::as_str)
             .and_then(normalize)
             .map_or_else(HostPath::anywhere, HostPath::exact),
@@ -185,13 +186,13 @@ pub fn pod_views_resolving(
 ) -> Vec<View> {
     let mut views = Vec::new();
     for volume in spec
-        .get("volumes")
+        .field("volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
         if let Some(host) = volume_host_path(volume) {
-            let name = volume.get("name").and_then(Value::as_str).unwrap_or("");
+            let name = volume.field("name").and_then(Value::as_str).unwrap_or("");
             views.push(View {
                 volume: name.to_owned(),
                 sub_path: SubPath::Whole,
@@ -201,13 +202,13 @@ pub fn pod_views_resolving(
         }
     }
     for field in ["initContainers", "containers", "ephemeralContainers"] {
-        let containers = spec.get(field).and_then(Value::as_array);
+        let containers = spec.field(field).and_then(Value::as_array);
         for container in containers
             .into_iter()
             .flatten()
             .filter(|c| !is_our_sidecar(c))
         {
-            let list = container.get("volumeMounts").and_then(Value::as_array);
+            let list = container.field("volumeMounts").and_then(Value::as_array);
             for raw in list.into_iter().flatten() {
                 if let Some(view) = mount_view(spec, raw, container, resolve) {
                     views.push(view);
@@ -224,7 +225,7 @@ fn mount_view(
     container: &Value,
     resolve: &dyn Fn(&Value, &Value) -> Option<String>,
 ) -> Option<View> {
-    let name = raw.get("name").and_then(Value::as_str)?;
+    let name = raw.field("name").and_then(Value::as_str)?;
     let base = volume_host_path(volume(spec, name)?)?;
     let sub_path = match sub_path(raw, container) {
         expr @ SubPath::Expr { .. } => match resolve(raw, container) {
@@ -238,7 +239,7 @@ fn mount_view(
     // volume): it may show any directory of the node.
     let host = with_sub_path(base, &sub_path).unwrap_or_else(|_| HostPath::anywhere());
     let mount_path = raw
-        .get("mountPath")
+        .field("mountPath")
         .and_then(Value::as_str)
         .and_then(kubelet_mount_path);
     Some(View {

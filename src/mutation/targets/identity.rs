@@ -19,6 +19,7 @@
 use super::host::volume;
 use super::mounts::{mount_of, normalize, Mount};
 use crate::config::Config;
+use crate::mutation::field::Field;
 use prestop_clean::argv::Target;
 use serde_json::Value;
 
@@ -70,9 +71,9 @@ pub fn identify_all(
 fn expected_host(spec: &Value, mounts: &[Mount], target: &str) -> Option<(String, Option<String>)> {
     let mount = mount_of(mounts, target)?;
     let host_path = volume(spec, mount.volume)?
-        .get("hostPath")
+        .field("hostPath")
         .filter(|h| !h.is_null())?
-        .get("path")
+        .field("path")
         .and_then(Value::as_str)
         .and_then(normalize)?;
     let text = |key: &str| {

@@ -14,6 +14,7 @@
 //! UPDATEs are not reviewed (docs/DESIGN.md#scope); its pods keep the decision recorded at
 //! creation.
 
+use crate::mutation::field::Field;
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings};
 use crate::mutation::targets;
@@ -70,7 +71,7 @@ pub fn apply(settings: &mut Settings, shared_by: Option<String>) {
 /// Allow`), a bare Pod's fixed hostPath — is invisible from here.
 pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut Vec<String>) {
     let name = container
-        .get("name")
+        .field("name")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mounts = targets::mounts(container);
@@ -100,7 +101,7 @@ pub fn is_private(container: &Value, mount: &Value) -> bool {
 /// its mount already gives each pod its own directory.
 pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mut Vec<String>) {
     let name = container
-        .get("name")
+        .field("name")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mounts = targets::mounts(container);
@@ -125,17 +126,17 @@ pub fn is_per_pod(container: &Value, mount: &Value) -> bool {
 /// `fieldRef` to one of `fields`, as the kubelet resolves it: `env` entries in order, the
 /// last definition of a name winning (`envFrom` never defines a fieldRef).
 fn references_field(container: &Value, mount: &Value, fields: &[&str]) -> bool {
-    let Some(expression) = mount.get("subPathExpr").and_then(Value::as_str) else {
+    let Some(expression) = mount.field("subPathExpr").and_then(Value::as_str) else {
         return false;
     };
-    let env = container.get("env").and_then(Value::as_array);
+    let env = container.field("env").and_then(Value::as_array);
     crate::mutation::targets::env_refs::references(expression)
         .iter()
         .any(|name| {
             env.and_then(|list| {
                 list.iter()
                     .rev()
-                    .find(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
+                    .find(|e| e.field("name").and_then(Value::as_str) == Some(name.as_str()))
             })
             .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
             .and_then(Value::as_str)

@@ -1,0 +1,263 @@
+//! The patch as it travels: RFC 6902 operations as compact JSON, base64-encoded into the
+//! response body.
+//!
+//! Written by hand rather than through serde, because this is most of the bytes a review
+//! sends back: strings are copied whole unless a byte needs escaping (serde_json looks
+//! each byte up in a table), and base64 turns three bytes into four with one lookup of
+//! each 12-bit half. The output is byte for byte `serde_json::to_vec` of the operations
+//! and the standard padded base64 alphabet; the tests below hold both to that.
+
+use json_patch::PatchOperation;
+use serde_json::Value;
+
+/// Appends `operations` as the JSON array `serde_json::to_vec` would write.
+pub fn write_patch(out: &mut Vec<u8>, operations: &[PatchOperation]) {
+    out.push(b'[');
+    for (index, operation) in operations.iter().enumerate() {
+        if index > 0 {
+            out.push(b',');
+        }
+        let (op, from, path, value) = match operation {
+            PatchOperation::Add(o) => ("add", None, &o.path, Some(&o.value)),
+            PatchOperation::Remove(o) => ("remove", None, &o.path, None),
+            PatchOperation::Replace(o) => ("replace", None, &o.path, Some(&o.value)),
+            PatchOperation::Move(o) => ("move", Some(&o.from), &o.path, None),
+            PatchOperation::Copy(o) => ("copy", Some(&o.from), &o.path, None),
+            PatchOperation::Test(o) => ("test", None, &o.path, Some(&o.value)),
+        };
+        out.extend_from_slice(br#"{"op":""#);
+        out.extend_from_slice(op.as_bytes());
+        out.push(b'"');
+        // serde's field order: `from` before `path` in move and copy.
+        if let Some(from) = from {
+            out.extend_from_slice(br#","from":"#);
+            write_str(out, from.as_str());
+        }
+        out.extend_from_slice(br#","path":"#);
+        write_str(out, path.as_str());
+        if let Some(value) = value {
+            out.extend_from_slice(br#","value":"#);
+            write_value(out, value);
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// Appends `value` as compact JSON, members in their order.
+pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        // Rare in a patch (a grace period): serde_json's own number formatting.
+        Value::Number(number) => {
+            let _ = serde_json::to_writer(&mut *out, number);
+        }
+        Value::String(text) => write_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(members) => {
+            out.push(b'{');
+            for (index, (key, member)) in members.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_str(out, key);
+                out.push(b':');
+                write_value(out, member);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// Whether serde_json escapes this byte in a string: `"`, `\` and control characters.
+const fn escaped(byte: u8) -> bool {
+    byte < 0x20 || byte == b'"' || byte == b'\\'
+}
+
+/// The index of the first byte of `bytes` that must be escaped, eight bytes at a time.
+fn first_escaped(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A byte's high bit, for each byte of `word` that is zero.
+    let zero = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        // Below 0x20 (a byte with its high bit set is not), `"` or `\`.
+        let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+        if control | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\')))
+            != 0
+        {
+            break;
+        }
+        offset += 8;
+    }
+    bytes[offset..]
+        .iter()
+        .position(|&byte| escaped(byte))
+        .map(|index| offset + index)
+}
+
+/// Appends `text` as a JSON string with serde_json's escapes.
+pub fn write_str(out: &mut Vec<u8>, text: &str) {
+    let mut rest = text.as_bytes();
+    out.reserve(rest.len() + 2);
+    out.push(b'"');
+    while let Some(index) = first_escaped(rest) {
+        out.extend_from_slice(&rest[..index]);
+        match rest[index] {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            control => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(control >> 4)]);
+                out.push(HEX[usize::from(control & 0xf)]);
+            }
+        }
+        rest = &rest[index + 1..];
+    }
+    out.extend_from_slice(rest);
+    out.push(b'"');
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Two base64 characters for every 12-bit value.
+static PAIRS: [[u8; 2]; 4096] = {
+    let mut pairs = [[0u8; 2]; 4096];
+    let mut value = 0;
+    while value < 4096 {
+        pairs[value] = [ALPHABET[value >> 6], ALPHABET[value & 63]];
+        value += 1;
+    }
+    pairs
+};
+
+/// Appends `input` in standard base64 with `=` padding.
+pub fn write_base64(out: &mut Vec<u8>, input: &[u8]) {
+    let start = out.len();
+    out.resize(start + input.len().div_ceil(3) * 4, 0);
+    let written = &mut out[start..];
+    let mut chunks = input.chunks_exact(3);
+    let mut quads = written.chunks_exact_mut(4);
+    for (chunk, quad) in (&mut chunks).zip(&mut quads) {
+        let bits =
+            (usize::from(chunk[0]) << 16) | (usize::from(chunk[1]) << 8) | usize::from(chunk[2]);
+        quad[..2].copy_from_slice(&PAIRS[bits >> 12]);
+        quad[2..].copy_from_slice(&PAIRS[bits & 0xfff]);
+    }
+    let last = quads.next();
+    match (chunks.remainder(), last) {
+        (&[a], Some(quad)) => {
+            quad[..2].copy_from_slice(&PAIRS[usize::from(a) << 4]);
+            quad[2..].copy_from_slice(b"==");
+        }
+        (&[a, b], Some(quad)) => {
+            let bits = (usize::from(a) << 10) | (usize::from(b) << 2);
+            quad[..2].copy_from_slice(&PAIRS[bits >> 6]);
+            quad[2] = ALPHABET[bits & 63];
+            quad[3] = b'=';
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+    use json_patch::jsonptr::PointerBuf;
+    use json_patch::{AddOperation, CopyOperation, MoveOperation, RemoveOperation};
+    use json_patch::{ReplaceOperation, TestOperation};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn pointer(text: &str) -> PointerBuf {
+        PointerBuf::parse(text).unwrap()
+    }
+
+    /// Every kind of operation, and values with every kind of member and escape.
+    #[test]
+    fn the_same_bytes_as_serde_json() {
+        let value = json!({
+            "s": "quote \" backslash \\ newline \n tab \t cr \r bs \u{8} ff \u{c} nul \u{0} us \u{1f} del \u{7f} é 😀 </script>",
+            "n": [0, -1, 40, 1.5, 1e300, u64::MAX, i64::MIN],
+            "b": [true, false, null],
+            "o": {"": {}, "a/b~c": []},
+        });
+        let operations = vec![
+            PatchOperation::Add(AddOperation {
+                path: pointer("/a~1b/0"),
+                value: value.clone(),
+            }),
+            PatchOperation::Remove(RemoveOperation {
+                path: pointer("/x\"y"),
+            }),
+            PatchOperation::Replace(ReplaceOperation {
+                path: pointer(""),
+                value: json!("r"),
+            }),
+            PatchOperation::Move(MoveOperation {
+                from: pointer("/f"),
+                path: pointer("/t"),
+            }),
+            PatchOperation::Copy(CopyOperation {
+                from: pointer("/f~0"),
+                path: pointer("/t"),
+            }),
+            PatchOperation::Test(TestOperation {
+                path: pointer("/t"),
+                value: json!(null),
+            }),
+        ];
+        let mut ours = Vec::new();
+        write_patch(&mut ours, &operations);
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            serde_json::to_string(&operations).unwrap()
+        );
+        let mut empty = Vec::new();
+        write_patch(&mut empty, &[]);
+        assert_eq!(empty, b"[]");
+    }
+
+    proptest! {
+        /// Any text, control characters and multi-byte characters included.
+        #[test]
+        fn strings_escape_as_serde_json_does(text in any::<String>()) {
+            let mut ours = Vec::new();
+            write_str(&mut ours, &text);
+            prop_assert_eq!(ours, serde_json::to_vec(&text).unwrap());
+        }
+
+        /// Every length (all three remainders) and every byte value.
+        #[test]
+        fn base64_as_the_base64_crate(input in prop::collection::vec(any::<u8>(), 0..200)) {
+            let mut ours = b"kept".to_vec();
+            write_base64(&mut ours, &input);
+            let expected = base64::engine::general_purpose::STANDARD.encode(&input);
+            prop_assert_eq!(&ours[..4], b"kept");
+            prop_assert_eq!(std::str::from_utf8(&ours[4..]).unwrap(), expected);
+        }
+    }
+}
