@@ -11,7 +11,6 @@
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::{Map, Value};
-use std::fmt::Write as _;
 
 /// The operations that turn `left` into `right`: `json_patch::diff(left, right).0`.
 pub fn diff(left: &Value, right: &Value) -> Vec<PatchOperation> {
@@ -69,7 +68,21 @@ impl Walk {
 
     fn push_index(&mut self, index: usize) -> usize {
         let back = self.path.len();
-        let _ = write!(self.path, "/{index}");
+        self.path.push('/');
+        // The digits without the formatting machinery: this runs for every array element.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = index;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.path
+            .extend(digits[at..].iter().map(|&digit| char::from(digit)));
         back
     }
 
@@ -284,6 +297,19 @@ mod tests {
         let right = json!({"c": {"x": 2}, "a/b": 1, "~": [1], "d": null});
         assert_eq!(diff(&left, &right), json_patch::diff(&left, &right).0);
         assert_eq!(diff(&left, &left), vec![]);
+    }
+
+    /// Indices of one, two and three digits, changed, added and removed.
+    #[test]
+    fn long_arrays() {
+        let left = Value::from((0..105).collect::<Vec<u64>>());
+        let mut longer: Vec<u64> = (0..120).collect();
+        longer[9] = 90;
+        longer[10] = 100;
+        longer[101] = 1010;
+        let right = Value::from(longer);
+        assert_eq!(diff(&left, &right), json_patch::diff(&left, &right).0);
+        assert_eq!(diff(&right, &left), json_patch::diff(&right, &left).0);
     }
 
     /// At a prefix, the operations of the whole document that holds the two values.

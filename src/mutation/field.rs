@@ -17,6 +17,64 @@ pub(crate) trait Field {
     fn field_mut(&mut self, key: &str) -> Option<&mut Value>;
 }
 
+/// `Value::pointer` and `pointer_mut` by [`Field`] lookups: serde_json's allocate two
+/// strings per token to unescape it, even when it holds no `~`.
+pub(crate) trait At {
+    fn at(&self, pointer: &str) -> Option<&Value>;
+    fn at_mut(&mut self, pointer: &str) -> Option<&mut Value>;
+}
+
+impl At for Value {
+    fn at(&self, pointer: &str) -> Option<&Value> {
+        let mut node = self;
+        for token in tokens(pointer)? {
+            node = match node {
+                Value::Object(members) => members.field(&unescape(token))?,
+                Value::Array(items) => items.get(index(token)?)?,
+                _ => return None,
+            };
+        }
+        Some(node)
+    }
+
+    fn at_mut(&mut self, pointer: &str) -> Option<&mut Value> {
+        let mut node = self;
+        for token in tokens(pointer)? {
+            node = match node {
+                Value::Object(members) => members.field_mut(&unescape(token))?,
+                Value::Array(items) => items.get_mut(index(token)?)?,
+                _ => return None,
+            };
+        }
+        Some(node)
+    }
+}
+
+/// The raw tokens of a JSON Pointer: none for `""`, `None` unless it starts with `/`.
+fn tokens(pointer: &str) -> Option<std::iter::Skip<std::str::Split<'_, char>>> {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return None;
+    }
+    // `"".split('/')` yields one empty token, skipped like the one before the first `/`.
+    Some(pointer.split('/').skip(1))
+}
+
+fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains('~') {
+        token.replace("~1", "/").replace("~0", "~").into()
+    } else {
+        token.into()
+    }
+}
+
+/// An array index as serde_json reads one: digits, no `+`, no leading zero.
+fn index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
+}
+
 impl Field for Map<String, Value> {
     fn field(&self, key: &str) -> Option<&Value> {
         if self.len() > SCAN_UP_TO {
@@ -47,7 +105,7 @@ impl Field for Value {
 
 #[cfg(test)]
 mod tests {
-    use super::Field;
+    use super::{At, Field};
     use serde_json::{json, Value};
 
     /// The same answer as `get` on small and large objects and on non-objects.
@@ -68,6 +126,48 @@ mod tests {
                 let expected = copy.get(key).cloned();
                 assert_eq!(copy.field_mut(key).map(|v| v.clone()), expected);
             }
+        }
+    }
+
+    /// The same node as `pointer` and `pointer_mut`, escapes and bad indices included.
+    #[test]
+    fn the_same_node_as_pointer() {
+        let value = json!({
+            "a": {"b": [10, {"c/d": 1, "e~f": 2, "": 3}]},
+            "x": "s",
+            "01": 4,
+        });
+        for pointer in [
+            "",
+            "/",
+            "/a",
+            "/a/b",
+            "/a/b/0",
+            "/a/b/1",
+            "/a/b/1/c~1d",
+            "/a/b/1/e~0f",
+            "/a/b/1/",
+            "/a/b/01",
+            "/a/b/+1",
+            "/a/b/2",
+            "/a/b/-1",
+            "/a/b/x",
+            "/x/0",
+            "/01",
+            "a",
+            "/a/b/1/c/d",
+            "/a/b/1/c~01d",
+            "/nope",
+            "/a/b/18446744073709551616",
+        ] {
+            assert_eq!(value.at(pointer), value.pointer(pointer), "{pointer}");
+            let mut copy = value.clone();
+            let expected = copy.pointer(pointer).cloned();
+            assert_eq!(
+                copy.at_mut(pointer).map(|v| v.clone()),
+                expected,
+                "{pointer}"
+            );
         }
     }
 }

@@ -19,7 +19,7 @@
 //!   value and the accepted forms.
 
 use crate::config::Config;
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use inject::delivery;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
@@ -128,7 +128,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
     let template = if workload.template.is_empty() {
         Some(object)
     } else {
-        object.pointer(workload.template)
+        object.at(workload.template)
     };
     let annotations = Annotations::new(Some(object), template);
     let refuse = |bad: BadAnnotation| {
@@ -213,7 +213,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
     if let Some(seconds) = settings.ttl_after_finished {
         match workload
             .job_spec
-            .map(|pointer| (pointer, object.pointer(pointer).and_then(Value::as_object)))
+            .map(|pointer| (pointer, object.at(pointer).and_then(Value::as_object)))
         {
             // A single scalar added where it is absent: the one operation a diff would give.
             Some((pointer, Some(job_spec)))
@@ -266,7 +266,7 @@ fn patch_template(
 }
 
 fn annotations_at(template: Option<&Value>) -> Option<&Map<String, Value>> {
-    template?.pointer("/metadata/annotations")?.as_object()
+    template?.at("/metadata/annotations")?.as_object()
 }
 
 /// Sets (or removes) the record of settings on a pod template, touching nothing else.
@@ -283,7 +283,7 @@ fn set_record(template: &mut Value, record: Option<String>) {
         }
         None => {
             if let Some(annotations) = template
-                .pointer_mut("/metadata/annotations")
+                .at_mut("/metadata/annotations")
                 .and_then(Value::as_object_mut)
             {
                 annotations.remove(SETTINGS);

@@ -6,7 +6,7 @@
 
 use super::{Decision, Denial};
 use crate::config::{Config, OrphanDelete};
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use crate::mutation::request::{Operation, Request};
 use crate::mutation::scope::settings::STATUS;
 use serde_json::Value;
@@ -26,7 +26,7 @@ pub fn check(request: &Request, config: &Config) -> Decision {
     let injected = request
         .old_object
         .as_ref()
-        .and_then(|job| job.pointer("/spec/template/metadata/annotations"))
+        .and_then(|job| job.at("/spec/template/metadata/annotations"))
         .and_then(|annotations| annotations.get(STATUS))
         .is_some();
     if !injected || !orphans_pods(request.options.as_ref()) {

@@ -7,6 +7,7 @@
 //! found first and become one `add` or `remove` at an index each; the rest is diffed as
 //! usual and touches only the fields that changed.
 
+use crate::mutation::field::At;
 use crate::mutation::hook::ours::{is_installer, is_our_sidecar};
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
@@ -46,7 +47,7 @@ fn entries(list: &[Value]) -> Vec<Entry> {
 pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOperation> {
     fn list(template: &Value) -> Option<&Vec<Value>> {
         template
-            .pointer("/spec/initContainers")
+            .at("/spec/initContainers")
             .and_then(Value::as_array)
     }
     let (Some(before), Some(after)) = (list(original), list(&*mutated)) else {
@@ -86,7 +87,7 @@ pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOpe
     let mut shifted = original.clone();
     let mut operations = Vec::new();
     let Some(working) = shifted
-        .pointer_mut("/spec/initContainers")
+        .at_mut("/spec/initContainers")
         .and_then(Value::as_array_mut)
     else {
         return crate::json_diff::diff_at(prefix, original, mutated);

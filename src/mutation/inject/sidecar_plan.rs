@@ -13,7 +13,7 @@
 //! Refusing the later container (first come, first served) is safe either way round:
 //! each container's own exec hook sees only that container's mounts, which passed.
 
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use crate::mutation::targets::env_refs;
 use crate::mutation::targets::{self, is_at_or_below};
 use serde_json::{Map, Value};
@@ -171,7 +171,7 @@ fn numeric_user(
 ) -> Result<(u64, Option<u64>), String> {
     let field = |key: &str| {
         container
-            .pointer(&format!("/securityContext/{key}"))
+            .at(&format!("/securityContext/{key}"))
             .or_else(|| pod_security.and_then(|s| s.get(key)))
             .filter(|v| !v.is_null())
     };
@@ -210,7 +210,7 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
         for definition in definitions {
             // Without containerName a resourceFieldRef reads the *sidecar's* resources:
             // the copy would name another directory.
-            let resource = definition.pointer("/valueFrom/resourceFieldRef");
+            let resource = definition.at("/valueFrom/resourceFieldRef");
             if resource.is_some_and(|r| r.field("containerName").is_none()) {
                 return Err(format!(
                     "its env var {name} reads its own resources, which the sidecar does not share"

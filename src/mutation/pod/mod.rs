@@ -11,7 +11,7 @@ mod plan;
 
 use crate::config::{CleanerMode, Config, Mode};
 use crate::mutation::containers::app_containers;
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use crate::mutation::hook::existing::Existing;
 use crate::mutation::hook::{Action, Before, Hook};
 use crate::mutation::inject::delivery::Delivery;
@@ -142,7 +142,7 @@ pub fn mutate(
     let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
     let changed = template != original;
     let status_present = template
-        .pointer("/metadata/annotations")
+        .at("/metadata/annotations")
         .and_then(|a| a.get(STATUS))
         .is_some();
     if changed || status_present || !injected.is_empty() {
@@ -212,7 +212,7 @@ pub(super) fn restore(container: &mut Value, before: Before) {
         Before::Exec(argv) => set_exec(container, argv),
         Before::Sleep(seconds) => {
             if let Some(pre_stop) = container
-                .pointer_mut("/lifecycle/preStop")
+                .at_mut("/lifecycle/preStop")
                 .and_then(Value::as_object_mut)
             {
                 pre_stop.remove("exec");

@@ -19,7 +19,7 @@
 //! forged record can do no more than the annotations its author could write anyway.
 
 use crate::config::{Config, Mode};
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use crate::mutation::scope::settings::{
     Annotations, BadAnnotation, Cleanup, Settings, CLEANUP, COMMAND, CONTAINERS, FIX_SHELL,
     HOOK_SECONDS, MODE, PREFIX, SETTINGS, SHELL, SHUTDOWN_SECONDS,
@@ -57,7 +57,7 @@ const PARENTS: &[(&str, &str, &str)] = &[
 /// The `kind` of the object's controller (the ownerReference with `controller: true`).
 pub fn controller_of(object: &Value) -> Option<(&str, &str)> {
     object
-        .pointer("/metadata/ownerReferences")?
+        .at("/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|owner| owner.field("controller").and_then(Value::as_bool) == Some(true))

@@ -9,7 +9,7 @@
 //! anywhere; a container with such a mount (or an empty, non-string or control-character
 //! mount path, or a mount without a volume name) gets no cleanup at all.
 
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use serde_json::Value;
 
 /// Collapses `//`, drops `.` and a trailing `/`; `None` for relative paths or `..`.
@@ -231,7 +231,7 @@ fn expr_sub_path(expr: &str, container: &Value) -> SubPath {
             .find(|e| e.field("name").and_then(Value::as_str) == Some(name));
         identity.push('\0');
         identity.push_str(&definition.map(Value::to_string).unwrap_or_default());
-        let field = definition.and_then(|d| d.pointer("/valueFrom/fieldRef/fieldPath"));
+        let field = definition.and_then(|d| d.at("/valueFrom/fieldRef/fieldPath"));
         non_empty |= field
             .and_then(Value::as_str)
             .is_some_and(|f| NON_EMPTY_FIELDS.contains(&f));

@@ -14,7 +14,7 @@
 //! UPDATEs are not reviewed (docs/DESIGN.md#scope); its pods keep the decision recorded at
 //! creation.
 
-use crate::mutation::field::Field;
+use crate::mutation::field::{At, Field};
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings};
 use crate::mutation::targets;
@@ -23,7 +23,7 @@ use serde_json::Value;
 /// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
 /// when they are its sole users: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
 pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
-    let count = |pointer: &str| object.pointer(pointer).and_then(Value::as_u64).unwrap_or(1);
+    let count = |pointer: &str| object.at(pointer).and_then(Value::as_u64).unwrap_or(1);
     match kind {
         "Pod" => controller_of(object).map(|(_, owner)| format!("a {owner} controller")),
         "Job" | "CronJob" => {
@@ -38,10 +38,7 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
         "Deployment" | "ReplicaSet" => {
             let replicas = count("/spec/replicas");
             let rolling = kind == "Deployment"
-                && object
-                    .pointer("/spec/strategy/type")
-                    .and_then(Value::as_str)
-                    != Some("Recreate");
+                && object.at("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate");
             Some(match (replicas > 1, rolling) {
                 (true, _) => format!("a {kind} with {replicas} replicas"),
                 // maxSurge starts the new pod before the old one stops, maybe on one node.
@@ -138,7 +135,7 @@ fn references_field(container: &Value, mount: &Value, fields: &[&str]) -> bool {
                     .rev()
                     .find(|e| e.field("name").and_then(Value::as_str) == Some(name.as_str()))
             })
-            .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
+            .and_then(|e| e.at("/valueFrom/fieldRef/fieldPath"))
             .and_then(Value::as_str)
             .is_some_and(|field| fields.contains(&field))
         })
