@@ -69,20 +69,8 @@ impl Walk {
     fn push_index(&mut self, index: usize) -> usize {
         let back = self.path.len();
         self.path.push('/');
-        // The digits without the formatting machinery: this runs for every array element.
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut rest = index;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        self.path
-            .extend(digits[at..].iter().map(|&digit| char::from(digit)));
+        // Without the formatting machinery: this runs for every array element.
+        self.path.push_str(itoa::Buffer::new().format(index));
         back
     }
 
