@@ -3,6 +3,10 @@
 #   noop      bench/noop-server, a TLS server that answers every POST with a fixed 200 JSON
 #   prestop   target/release/prestop-injector serve, default logging
 #   kube-rs   the kube-rs admission_controller example, if KUBE_EXAMPLE_BIN names its binary
+# With SPLIT=1, two more that split our gap to the do-nothing server in two:
+#   noop-ours      bench/noop-server answering prestop-injector's own answer, byte for byte:
+#                  the transport's ceiling for a patched answer, with no work behind it
+#   prestop-quiet  prestop-injector at RUST_LOG=warn: without the info line per patch
 # Each server runs pinned to $SERVER_CPU; wrk (bench/post.lua, the seed Job's review) runs
 # on $CLIENT_CPU. After a warm-up, the rounds are interleaved (noop, prestop, kube-rs,
 # noop, …) so that load drifting on a shared machine hits all three alike.
@@ -17,6 +21,7 @@
 #   KUBE_EXAMPLE_LABEL="kube 4.2.0 (ac95b19)"     project (see docs/BENCHMARKS.md); unset: skipped
 #   BENCH_CACHE=/var/cache/prestop-bench          the do-nothing server's target dir
 #   SKIP_BUILD=1                                  reuse both binaries
+#   SPLIT=1                                       add noop-ours and prestop-quiet (above)
 #   BENCH_NETNS=0                                 stay in the host network namespace
 # As root the measured phase runs in a fresh network namespace (loopback only): no port can
 # clash with another engineer's server and nothing can leave the machine.
@@ -37,6 +42,7 @@ PRESTOP_BIN=$ROOT/target/release/prestop-injector
 NOOP_BIN=$BENCH_CACHE/noop-target/release/noop-server
 # The kube-rs example binds $ADMISSION_PRIVATE_IP:8443; the others take free neighbours.
 NOOP_PORT=18441 PRESTOP_PORT=18442 PRESTOP_PROBE=18081 KUBE_PORT=8443
+NOOP_OURS_PORT=18443 QUIET_PORT=18444 QUIET_PROBE=18082
 SNI=prestop-injector.prestop-system.svc # a name in the certificate `certs` writes
 
 say() { printf '%s\n' "$*" >&2; }
@@ -139,6 +145,17 @@ start prestop "$PRESTOP_PORT" "$WORK" env -u RUST_LOG -u KUBERNETES_SERVICE_HOST
   --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
   --listen "127.0.0.1:$PRESTOP_PORT" --probe-listen "127.0.0.1:$PRESTOP_PROBE"
 [[ ${ANSWER[prestop]} == *", patch" ]] || die "prestop-injector answered without a patch: it would not measure the mutation"
+if [[ ${SPLIT:-} == 1 ]]; then
+  cp "$WORK/prestop.answer" "$WORK/ours.answer" # start() overwrites $WORK/NAME.answer
+  start noop-ours "$NOOP_OURS_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_OURS_PORT" "$CERT" "$KEY" \
+    "$WORK/ours.answer"
+  cmp -s "$WORK/ours.answer" "$WORK/noop-ours.answer" || die "noop-ours did not answer prestop-injector's bytes"
+  start prestop-quiet "$QUIET_PORT" "$WORK" env -u KUBERNETES_SERVICE_HOST -u KUBERNETES_SERVICE_PORT \
+    RUST_LOG=warn KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
+    --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
+    --listen "127.0.0.1:$QUIET_PORT" --probe-listen "127.0.0.1:$QUIET_PROBE"
+  SERVERS+=(noop-ours prestop-quiet)
+fi
 if [[ -n $KUBE_EXAMPLE_BIN ]]; then
   # The example reads admission-controller-tls.{crt,key} from its working directory.
   mkdir "$WORK/kube" && cp "$CERT" "$WORK/kube/admission-controller-tls.crt" &&
@@ -199,6 +216,8 @@ verdict() { awk -v r="$1" -v g="$2" 'BEGIN {print (r >= g ? "met" : "not met")}'
 label() {
   case $1 in
     noop) echo "do-nothing TLS server (bench/noop-server)" ;;
+    noop-ours) echo "do-nothing TLS server answering our answer's bytes" ;;
+    prestop-quiet) echo "prestop-injector serve, RUST_LOG=warn (no info line)" ;;
     prestop) echo "prestop-injector serve $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo -dirty)" ;;
     kube-rs) echo "$KUBE_EXAMPLE_LABEL" ;;
   esac
@@ -243,3 +262,13 @@ row() { # label other goal
 }
 [[ -n ${PID[kube-rs]:-} ]] && row "prestop-injector / kube-rs example" kube-rs 1.5
 row "prestop-injector / do-nothing" noop 0.5
+if [[ ${SPLIT:-} == 1 ]]; then
+  split_row() { # label numerator denominator
+    printf '| %s | %s× | %s× | | (split) |\n' "$1" \
+      "$(ratio "$(median "${RPS[$2]}")" "$(median "${RPS[$3]}")")" \
+      "$(ratio "$(median "${PER_CPU[$2]}")" "$(median "${PER_CPU[$3]}")")"
+  }
+  split_row "do-nothing answering our bytes / do-nothing" noop-ours noop
+  split_row "prestop-injector / do-nothing answering our bytes" prestop noop-ours
+  split_row "prestop-injector / prestop-injector without the info line" prestop prestop-quiet
+fi

@@ -2,7 +2,11 @@
 //! `bench/side-by-side.sh` runs it beside `prestop-injector serve` as the ceiling of the
 //! transport (TCP, rustls, hyper HTTP/1.1 keep-alive, tokio) on one core.
 //!
-//! Usage: noop-server LISTEN_ADDR CERT_PEM KEY_PEM
+//! Usage: noop-server LISTEN_ADDR CERT_PEM KEY_PEM [ANSWER_FILE]
+//!
+//! With ANSWER_FILE it answers those bytes instead (say, prestop-injector's own patched
+//! answer to the seed review): the transport's ceiling for an answer of that size, with
+//! no work behind it.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -29,8 +33,10 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [listen, cert, key] = args.as_slice() else {
-        return Err("usage: noop-server LISTEN_ADDR CERT_PEM KEY_PEM".into());
+    let (listen, cert, key, answer) = match args.as_slice() {
+        [listen, cert, key] => (listen, cert, key, Bytes::from_static(ANSWER)),
+        [listen, cert, key, file] => (listen, cert, key, Bytes::from(std::fs::read(file)?)),
+        _ => return Err("usage: noop-server LISTEN_ADDR CERT_PEM KEY_PEM [ANSWER_FILE]".into()),
     };
     let addr: SocketAddr = listen.parse()?;
     let certs = CertificateDer::pem_file_iter(cert)?.collect::<Result<Vec<_>, _>>()?;
@@ -56,15 +62,16 @@ fn main() -> Result<(), Error> {
             .enable_all()
             .build()?
     };
-    runtime.block_on(serve(addr, acceptor))
+    runtime.block_on(serve(addr, acceptor, answer))
 }
 
-async fn serve(addr: SocketAddr, acceptor: TlsAcceptor) -> Result<(), Error> {
+async fn serve(addr: SocketAddr, acceptor: TlsAcceptor, answer: Bytes) -> Result<(), Error> {
     let listener = TcpListener::bind(addr).await?;
     loop {
         let (stream, _) = listener.accept().await?;
         stream.set_nodelay(true)?;
         let acceptor = acceptor.clone();
+        let answer = answer.clone();
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(stream).await else {
                 return;
@@ -74,16 +81,22 @@ async fn serve(addr: SocketAddr, acceptor: TlsAcceptor) -> Result<(), Error> {
                 .keep_alive(true)
                 // As prestop-injector: one TLS record per response, not head and body apart.
                 .writev(false)
-                .serve_connection(TokioIo::new(tls), hyper::service::service_fn(answer))
+                .serve_connection(
+                    TokioIo::new(tls),
+                    hyper::service::service_fn(|request| respond(request, answer.clone())),
+                )
                 .await;
         });
     }
 }
 
-/// Reads the whole body (every real webhook must) and answers the fixed allow.
-async fn answer(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+/// Reads the whole body (every real webhook must) and answers the fixed bytes.
+async fn respond(
+    request: Request<Incoming>,
+    answer: Bytes,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let _ = request.into_body().collect().await;
-    let mut response = Response::new(Full::new(Bytes::from_static(ANSWER)));
+    let mut response = Response::new(Full::new(answer));
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
