@@ -134,6 +134,9 @@ start() {
   say "== $name ready after ${READY_MS[$name]} ms (pid ${PID[$name]}): ${ANSWER[$name]}"
 }
 
+# prestop-injector runs in its image's environment, as deployed: the Dockerfile's ENV lines
+# (one NAME=value each).
+mapfile -t IMAGE_ENV < <(sed -n 's/^ENV //p' "$ROOT/Dockerfile")
 SERVERS=(noop prestop)
 start noop "$NOOP_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_PORT" "$CERT" "$KEY"
 # The quick start's config (its allow-list names the seed Job's /test-package): without an
@@ -141,7 +144,7 @@ start noop "$NOOP_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_PORT" "$CERT" "$KEY
 # not the mutation. Default logging: no log flags, no RUST_LOG. No kubeconfig and no in-cluster variables, so
 # the version lookup fails at once (the server then assumes the oldest supported release).
 start prestop "$PRESTOP_PORT" "$WORK" env -u RUST_LOG -u KUBERNETES_SERVICE_HOST \
-  -u KUBERNETES_SERVICE_PORT KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
+  -u KUBERNETES_SERVICE_PORT "${IMAGE_ENV[@]}" KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
   --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
   --listen "127.0.0.1:$PRESTOP_PORT" --probe-listen "127.0.0.1:$PRESTOP_PROBE"
 [[ ${ANSWER[prestop]} == *", patch" ]] || die "prestop-injector answered without a patch: it would not measure the mutation"
@@ -151,7 +154,7 @@ if [[ ${SPLIT:-} == 1 ]]; then
     "$WORK/ours.answer"
   cmp -s "$WORK/ours.answer" "$WORK/noop-ours.answer" || die "noop-ours did not answer prestop-injector's bytes"
   start prestop-quiet "$QUIET_PORT" "$WORK" env -u KUBERNETES_SERVICE_HOST -u KUBERNETES_SERVICE_PORT \
-    RUST_LOG=warn KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
+    "${IMAGE_ENV[@]}" RUST_LOG=warn KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
     --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
     --listen "127.0.0.1:$QUIET_PORT" --probe-listen "127.0.0.1:$QUIET_PROBE"
   SERVERS+=(noop-ours prestop-quiet)

@@ -167,6 +167,13 @@ pub struct Server {
     pub listen: u16,
 }
 
+impl Server {
+    /// The server's process id, to read its `/proc` entries.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -219,6 +226,11 @@ pub fn local_serve_args(container: &Value, dir: &Path, config: &Path) -> Vec<Str
 /// Starts `prestop-injector serve ARGS` on free loopback ports (ARGS must not set
 /// --listen or --probe-listen) and waits, with a deadline, until /readyz answers 200.
 pub fn start_server(args: &[String]) -> Server {
+    start_server_with_env(args, &[])
+}
+
+/// [`start_server`] with `env` added to the server's environment.
+pub fn start_server_with_env(args: &[String], env: &[(String, String)]) -> Server {
     use std::time::{Duration, Instant};
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("serve.log");
@@ -228,6 +240,7 @@ pub fn start_server(args: &[String]) -> Server {
         .args(args)
         .arg(format!("--listen=127.0.0.1:{listen}"))
         .arg(format!("--probe-listen=127.0.0.1:{probe}"))
+        .envs(env.iter().map(|(name, value)| (name, value)))
         .stdout(std::process::Stdio::null())
         // A file, not a pipe: a full pipe nobody reads would stall the server.
         .stderr(std::fs::File::create(&log).unwrap())
