@@ -139,24 +139,27 @@ start() {
 mapfile -t IMAGE_ENV < <(sed -n 's/^ENV //p' "$ROOT/Dockerfile")
 SERVERS=(noop prestop)
 start noop "$NOOP_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_PORT" "$CERT" "$KEY"
-# The quick start's config (its allow-list names the seed Job's /test-package): without an
-# allow-list nothing that deletes is injected, and the review would measure a warning,
-# not the mutation. Default logging: no log flags, no RUST_LOG. No kubeconfig and no in-cluster variables, so
-# the version lookup fails at once (the server then assumes the oldest supported release).
-start prestop "$PRESTOP_PORT" "$WORK" env -u RUST_LOG -u KUBERNETES_SERVICE_HOST \
-  -u KUBERNETES_SERVICE_PORT "${IMAGE_ENV[@]}" KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
-  --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
-  --listen "127.0.0.1:$PRESTOP_PORT" --probe-listen "127.0.0.1:$PRESTOP_PROBE"
+# prestop-injector with the quick start's config (its allow-list names the seed Job's
+# /test-package): without an allow-list nothing that deletes is injected, and the review
+# would measure a warning, not the mutation. Default logging: no log flags, no RUST_LOG
+# unless given. No kubeconfig and no in-cluster variables, so the version lookup fails at
+# once (the server then assumes the oldest supported release).
+start_prestop() { # name port probe-port [NAME=value…]
+  local name=$1 port=$2 probe=$3
+  shift 3
+  start "$name" "$port" "$WORK" env -u RUST_LOG -u KUBERNETES_SERVICE_HOST \
+    -u KUBERNETES_SERVICE_PORT "${IMAGE_ENV[@]}" "$@" KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
+    --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
+    --listen "127.0.0.1:$port" --probe-listen "127.0.0.1:$probe"
+}
+start_prestop prestop "$PRESTOP_PORT" "$PRESTOP_PROBE"
 [[ ${ANSWER[prestop]} == *", patch" ]] || die "prestop-injector answered without a patch: it would not measure the mutation"
 if [[ ${SPLIT:-} == 1 ]]; then
   cp "$WORK/prestop.answer" "$WORK/ours.answer" # start() overwrites $WORK/NAME.answer
   start noop-ours "$NOOP_OURS_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_OURS_PORT" "$CERT" "$KEY" \
     "$WORK/ours.answer"
   cmp -s "$WORK/ours.answer" "$WORK/noop-ours.answer" || die "noop-ours did not answer prestop-injector's bytes"
-  start prestop-quiet "$QUIET_PORT" "$WORK" env -u KUBERNETES_SERVICE_HOST -u KUBERNETES_SERVICE_PORT \
-    "${IMAGE_ENV[@]}" RUST_LOG=warn KUBECONFIG=/nonexistent "$PRESTOP_BIN" serve \
-    --tls-cert "$CERT" --tls-key "$KEY" --config "$ROOT/examples/config.yaml" \
-    --listen "127.0.0.1:$QUIET_PORT" --probe-listen "127.0.0.1:$QUIET_PROBE"
+  start_prestop prestop-quiet "$QUIET_PORT" "$QUIET_PROBE" RUST_LOG=warn
   SERVERS+=(noop-ours prestop-quiet)
 fi
 if [[ -n $KUBE_EXAMPLE_BIN ]]; then
