@@ -2,7 +2,7 @@
 //! budget of docs/BENCHMARKS.md ("The floor under the core"):
 //! `skip` tokenizes the whole body with serde_json and builds nothing (`IgnoredAny`);
 //! `value` builds it into a `serde_json::Value` and drops it.
-//! `cargo build --release --example parse_floor && valgrind --tool=callgrind target/release/examples/parse_floor skip 500`
+//! `bench/core-instructions.sh parse_floor skip` (or `value`).
 use serde::de::IgnoredAny;
 
 fn main() {

@@ -1,5 +1,5 @@
 //! Runs the core on the seed review N times, for profilers:
-//! `cargo build --release --example profile_core && valgrind --tool=callgrind target/release/examples/profile_core 500`
+//! `bench/core-instructions.sh` (callgrind at N = 100 and 600, the difference over 500).
 fn main() {
     let body = std::fs::read("examples/review-job-worker.json").unwrap();
     let config = prestop_injector::config::Config::load("examples/config.yaml".as_ref()).unwrap();
