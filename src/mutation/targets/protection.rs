@@ -99,15 +99,15 @@ pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
     if host.known == "/" {
         return Some("/".to_owned());
     }
+    // Built-in trees first, in their order, then the operator's; only the answer is owned.
+    if let Some(tree) = PROTECTED_TREES.iter().find(|tree| host.may_overlap(tree)) {
+        return Some((*tree).to_owned());
+    }
     let configured = config
         .protected_host_paths
         .iter()
         .filter_map(|path| normalize(path));
-    let trees = PROTECTED_TREES
-        .iter()
-        .map(|tree| (*tree).to_owned())
-        .chain(configured);
-    for tree in trees {
+    for tree in configured {
         if host.may_overlap(&tree) {
             return Some(tree);
         }
