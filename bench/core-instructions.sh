@@ -9,6 +9,8 @@
 #   bench/core-instructions.sh parse_floor skip    the same for another example; N goes last
 #   BUDGET=400000 bench/core-instructions.sh       also fail when the figure is above BUDGET
 #   SKIP_BUILD=1                                   reuse the built example
+#   WIRE=compact                                   the review as the API server sends it: without
+#                                                  the fixture's indentation (needs jq)
 # Needs valgrind (Debian: apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,13 @@ if [[ ${SKIP_BUILD:-} != 1 ]]; then
   cargo build --locked --release --example "$example" >&2
 fi
 bin=${CARGO_TARGET_DIR:-target}/release/examples/$example
+if [[ ${WIRE:-} == compact ]]; then
+  command -v jq >/dev/null || { echo "core-instructions: WIRE=compact needs jq" >&2; exit 1; }
+  BENCH_BODY=$(mktemp)
+  trap 'rm -f "$BENCH_BODY"' EXIT
+  jq -c . examples/review-job-worker.json >"$BENCH_BODY"
+  export BENCH_BODY
+fi
 [[ -x $bin ]] || { echo "core-instructions: no $bin (run without SKIP_BUILD)" >&2; exit 1; }
 
 # callgrind's summary line: "==PID== Collected : 213480006".
@@ -31,7 +40,7 @@ few=$(count 100)
 many=$(count 600)
 [[ $few =~ ^[0-9]+$ && $many =~ ^[0-9]+$ ]] || { echo "core-instructions: no count from callgrind" >&2; exit 1; }
 per_review=$(((many - few) / 500))
-echo "$per_review instructions per seed review: $example${args[*]:+ ${args[*]}} ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "$per_review instructions per seed review${WIRE:+ ($WIRE)}: $example${args[*]:+ ${args[*]}} ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
 if [[ -n ${BUDGET:-} ]] && ((per_review > BUDGET)); then
   echo "core-instructions: above the budget of $BUDGET" >&2
   exit 1

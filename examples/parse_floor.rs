@@ -2,11 +2,13 @@
 //! budget of docs/BENCHMARKS.md ("The floor under the core"):
 //! `skip` tokenizes the whole body with serde_json and builds nothing (`IgnoredAny`);
 //! `value` builds it into a `serde_json::Value` and drops it.
-//! `bench/core-instructions.sh parse_floor skip` (or `value`).
+//! `bench/core-instructions.sh parse_floor skip` (or `value`); `BENCH_BODY` names another
+//! review file.
 use serde::de::IgnoredAny;
 
 fn main() {
-    let body = std::fs::read("examples/review-job-worker.json").unwrap();
+    let path = std::env::var("BENCH_BODY").unwrap_or("examples/review-job-worker.json".into());
+    let body = std::fs::read(path).unwrap();
     let mode = std::env::args().nth(1).unwrap_or_else(|| "skip".to_owned());
     let n: usize = std::env::args()
         .nth(2)

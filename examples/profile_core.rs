@@ -1,7 +1,9 @@
 //! Runs the core on the seed review N times, for profilers:
 //! `bench/core-instructions.sh` (callgrind at N = 100 and 600, the difference over 500).
+//! `BENCH_BODY` names another review file, as for `bench/post.lua`.
 fn main() {
-    let body = std::fs::read("examples/review-job-worker.json").unwrap();
+    let path = std::env::var("BENCH_BODY").unwrap_or("examples/review-job-worker.json".into());
+    let body = std::fs::read(path).unwrap();
     let config = prestop_injector::config::Config::load("examples/config.yaml".as_ref()).unwrap();
     let n: usize = std::env::args()
         .nth(1)
