@@ -239,7 +239,20 @@ pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
     // Written by hand: the base64 patch (most of the bytes) is encoded straight into the
     // body and never scanned for escapes (see `wire`). Writing into a Vec cannot fail,
     // nor can serializing strings.
-    let mut out = Vec::with_capacity(256 + decision.patch.as_ref().map_or(0, |p| p.0.len() * 256));
+    // The patch's JSON first, so that the body is allocated once at its final size.
+    let patch = decision.patch.as_ref().map(|patch| {
+        let mut json = Vec::with_capacity(patch.0.len() * 256);
+        wire::write_patch(&mut json, &patch.0);
+        json
+    });
+    let texts = decision.warnings.iter().map(String::len).sum::<usize>()
+        + decision
+            .denial
+            .as_ref()
+            .map_or(0, |denial| denial.message.len());
+    let encoded = patch.as_ref().map_or(0, |json| json.len().div_ceil(3) * 4);
+    // Room for the fixed text and a few escapes; growing past it is only slower.
+    let mut out = Vec::with_capacity(256 + uid.len() + encoded + texts + texts / 8);
     out.extend_from_slice(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
     );
@@ -249,11 +262,9 @@ pub fn encode(uid: &str, decision: &Decision) -> Vec<u8> {
     } else {
         br#","allowed":false"#
     });
-    if let Some(patch) = &decision.patch {
+    if let Some(json) = &patch {
         out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
-        let mut json = Vec::with_capacity(patch.0.len() * 192);
-        wire::write_patch(&mut json, &patch.0);
-        wire::write_base64(&mut out, &json);
+        wire::write_base64(&mut out, json);
         out.push(b'"');
     }
     if let Some(denial) = &decision.denial {
