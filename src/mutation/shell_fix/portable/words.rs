@@ -1,11 +1,22 @@
 //! Words, expansions, redirections and here-documents: the part of the parser below
 //! the command level (see the contract in `portable.rs`).
 
-use super::{is_meta, is_name_char, is_name_start, no, Ctx, Exp, Heredoc, Parser, Word, R};
+use super::{is_meta, is_name_char, is_name_start, no, show, Ctx, Exp, Heredoc, Parser, Word, R};
+
+/// One redirection the parser accepted.
+pub(super) struct Redirect {
+    /// Opening it may fail: a file (other than `/dev/null`), or a copy of a descriptor
+    /// above 2 (which may be closed). Here-documents and copies of 0-2 (open in every
+    /// container, and nothing allowed can close them) do not fail.
+    pub(super) may_fail: bool,
+    /// How a warning shows it: `>file`, `2>>file`, `<file`, `>&5`.
+    pub(super) shown: String,
+}
 
 impl Parser<'_> {
-    /// A redirection at the cursor, consumed; `false` when there is none.
-    pub(super) fn redirection(&mut self) -> R<bool> {
+    /// A redirection at the cursor, consumed; `None` when there is none.
+    pub(super) fn redirection(&mut self) -> R<Option<Redirect>> {
+        let start = self.i;
         let mut j = self.i;
         if self.peek().is_some_and(|c| c.is_ascii_digit())
             && matches!(self.peek_at(1), Some(b'<' | b'>'))
@@ -32,15 +43,21 @@ impl Parser<'_> {
                 [b'>', b'&', ..] => (b">&", 2),
                 [b'<', ..] => (b"<", 1),
                 [b'>', ..] => (b">", 1),
-                _ => return Ok(false),
+                _ => return Ok(None),
             }
         };
+        let fd = show(&self.s[start..j]);
+        let op_shown = show(op);
         self.i = j + len;
         self.blank();
         if self.peek().is_none_or(is_meta) {
             return no("syntax the parser does not know");
         }
         let target = self.word()?;
+        let mut redirect = Redirect {
+            may_fail: false,
+            shown: format!("{fd}{op_shown}file"),
+        };
         match op {
             b"<<" | b"<<-" => {
                 if !target.literal || target.text.is_empty() {
@@ -66,6 +83,8 @@ impl Parser<'_> {
                 if !ok {
                     return no(">&file");
                 }
+                redirect.may_fail = target.text[0] > b'2';
+                redirect.shown = format!("{fd}{op_shown}{}", show(&target.text));
             }
             _ => {
                 if target.unquoted_expansion {
@@ -79,10 +98,11 @@ impl Parser<'_> {
                 }
                 if !target.is("/dev/null") {
                     self.fallible = true;
+                    redirect.may_fail = true;
                 }
             }
         }
-        Ok(true)
+        Ok(Some(redirect))
     }
 
     /// `>&` followed by a single digit or `-` and then a word end: fd duplication.
