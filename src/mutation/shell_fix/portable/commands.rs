@@ -203,7 +203,7 @@ impl<'a> Parser<'a> {
                 // Why first: a long warning loses its end.
                 self.errexit_gap = Some(format!(
                     "busybox ignores set -e if {name} {} fails",
-                    redirect.shown
+                    redirect.shown()
                 ));
             }
         }

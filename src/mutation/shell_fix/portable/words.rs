@@ -4,18 +4,29 @@
 use super::{is_meta, is_name_char, is_name_start, no, show, Ctx, Exp, Heredoc, Parser, Word, R};
 
 /// One redirection the parser accepted.
-pub(super) struct Redirect {
+pub(super) struct Redirect<'a> {
     /// Opening it may fail: a file (other than `/dev/null`), or a copy of a descriptor
     /// above 2 (which may be closed). Here-documents and copies of 0-2 (open in every
     /// container, and nothing allowed can close them) do not fail.
     pub(super) may_fail: bool,
-    /// How a warning shows it: `>file`, `2>>file`, `<file`, `>&5`.
-    pub(super) shown: String,
+    /// The fd digit and operator as written (`2>>`), and the copied fd of `>&N`/`<&N`.
+    written: &'a [u8],
+    copied: Option<u8>,
 }
 
-impl Parser<'_> {
+impl Redirect<'_> {
+    /// How a warning shows it: `>file`, `2>>file`, `<file`, `>&5`.
+    pub(super) fn shown(&self) -> String {
+        match self.copied {
+            Some(fd) => format!("{}{}", show(self.written), char::from(fd)),
+            None => format!("{}file", show(self.written)),
+        }
+    }
+}
+
+impl<'a> Parser<'a> {
     /// A redirection at the cursor, consumed; `None` when there is none.
-    pub(super) fn redirection(&mut self) -> R<Option<Redirect>> {
+    pub(super) fn redirection(&mut self) -> R<Option<Redirect<'a>>> {
         let start = self.i;
         let mut j = self.i;
         if self.peek().is_some_and(|c| c.is_ascii_digit())
@@ -46,8 +57,7 @@ impl Parser<'_> {
                 _ => return Ok(None),
             }
         };
-        let fd = show(&self.s[start..j]);
-        let op_shown = show(op);
+        let written = &self.s[start..j + len];
         self.i = j + len;
         self.blank();
         if self.peek().is_none_or(is_meta) {
@@ -56,7 +66,8 @@ impl Parser<'_> {
         let target = self.word()?;
         let mut redirect = Redirect {
             may_fail: false,
-            shown: format!("{fd}{op_shown}file"),
+            written,
+            copied: None,
         };
         match op {
             b"<<" | b"<<-" => {
@@ -84,7 +95,7 @@ impl Parser<'_> {
                     return no(">&file");
                 }
                 redirect.may_fail = target.text[0] > b'2';
-                redirect.shown = format!("{fd}{op_shown}{}", show(&target.text));
+                redirect.copied = Some(target.text[0]);
             }
             _ => {
                 if target.unquoted_expansion {
