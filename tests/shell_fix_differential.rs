@@ -560,3 +560,31 @@ fn busybox_ignores_errexit_when_a_compound_redirection_fails() {
     }
     sandbox.assert_host_intact();
 }
+
+/// What the environment rule rests on, run for real: bash takes `set -e` from
+/// `SHELLOPTS=errexit` in its environment, busybox `sh` and dash ignore the variable. A
+/// container with it in `env` keeps bash.
+#[test]
+fn bash_alone_reads_shellopts_from_the_environment() {
+    const SCRIPT: &str = "false; printf 'after\\n'";
+    let Some(sandbox) = sandbox() else {
+        return;
+    };
+    sandbox.verify(false);
+    for (s, (name, path)) in SHELLS.iter().enumerate() {
+        let args = ["SHELLOPTS=errexit", path, "-c", SCRIPT];
+        let outcome = sandbox.run(3_100_000 + s as u32, "/bb/env", &args, |_| {});
+        if *name == "bash" {
+            assert_eq!(outcome.status, Some(1), "{outcome:?}");
+            assert_eq!(outcome.stdout, "", "{outcome:?}");
+        } else {
+            assert_eq!(outcome.status, Some(0), "{name}: {outcome:?}");
+            assert_eq!(outcome.stdout, "after\n", "{name}: {outcome:?}");
+        }
+    }
+    let mut spec = json!({"containers": [{"name": "c", "image": "busybox:1.36",
+        "env": [{"name": "SHELLOPTS", "value": "errexit"}],
+        "command": ["bash", "-c", SCRIPT]}]});
+    let warnings = fix_shells(&mut spec, &Config::default());
+    assert_eq!(spec["containers"][0]["command"][0], "bash", "{warnings:?}");
+}

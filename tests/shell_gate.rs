@@ -461,3 +461,38 @@ fn compound_redirection_without_errexit_is_still_fixed() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// bash reads `SHELLOPTS=errexit` from its environment (busybox `sh` and dash do not):
+/// with it in the container's `env`, a portable text would run without `set -e` under
+/// `sh`. Every writer keeps bash, and says which variable.
+#[test]
+fn bash_only_environment_blocks_the_switch() {
+    let mut failures = Vec::new();
+    for &place in PLACES {
+        for text in PORTABLE {
+            let (mut object, config) = job(place, text);
+            let spec = &mut object["spec"]["template"]["spec"];
+            for list in ["initContainers", "containers"] {
+                for container in spec[list].as_array_mut().into_iter().flatten() {
+                    container["env"] = json!([{"name": "SHELLOPTS", "value": "errexit"}]);
+                }
+            }
+            let outcome = mutate_with(Endpoint::Mutate, &config, object.clone());
+            let switched = written_shells(&object, &outcome.patched)
+                .iter()
+                .any(|(_, verdict)| verdict.as_deref() == Ok(*text));
+            let warned = outcome
+                .decision
+                .warnings
+                .iter()
+                .any(|w| w.contains("env SHELLOPTS (read by bash only)"));
+            if switched || !warned {
+                failures.push(format!(
+                    "{place:?} {text:?}: switched={switched} {:?}",
+                    outcome.decision.warnings
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -51,8 +51,9 @@
 //!   `${#x}` assume the C locale; the shells' own error numbering may differ (a failed `cd` or
 //!   redirection exits 1 in bash, 2 in dash) where the script does not read `$?`;
 //!   programs started see `SHLVL` and `_` as each shell sets them; dash (unlike bash and
-//!   busybox) does not `exec` the last command of `-c`; `BASH_ENV`, `SHELLOPTS`,
-//!   `POSIXLY_CORRECT` and `BASH_FUNC_*` in the container's environment are not seen.
+//!   busybox) does not `exec` the last command of `-c`. The container's environment is
+//!   the gate's (`gate.rs`): `BASH_ENV`, `SHELLOPTS`, `POSIXLY_CORRECT`, `BASH_FUNC_*`
+//!   from `envFrom` or the image are not seen.
 
 mod builtin_args;
 mod builtins;
@@ -64,7 +65,7 @@ mod invocation;
 mod variables;
 mod words;
 
-pub use gate::{gate, Gate, Text};
+pub use gate::{gate, Environment, Gate, Text};
 pub use invocation::{invocation, Invocation};
 
 /// Why a script is not proven portable: a short phrase for the warning.
