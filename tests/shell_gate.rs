@@ -79,7 +79,19 @@ fn config(mode: CleanerMode) -> Config {
 }
 
 fn job(place: Place, text: &str) -> (Value, Config) {
-    let bash_c = json!(["bash", "-c", text]);
+    job_with(place, None, text)
+}
+
+/// [`job`] with bash's options before the text (`None`: `-c`, and `-ec` for
+/// `CommandAndArgs`). The custom command and the shell hook take a text only.
+fn job_with(place: Place, options: Option<&[&str]>, text: &str) -> (Value, Config) {
+    let argv = |shell: &[&str], default: &[&str]| -> Value {
+        let mut argv: Vec<&str> = shell.to_vec();
+        argv.extend(options.unwrap_or(default));
+        argv.push(text);
+        json!(argv)
+    };
+    let bash_c = argv(&["bash"], &["-c"]);
     let exec = json!({"exec": {"command": bash_c}});
     let mut app = json!({"name": "app", "image": "busybox:1.36",
         "command": ["sh", "-c", "sleep 1"],
@@ -92,9 +104,9 @@ fn job(place: Place, text: &str) -> (Value, Config) {
         Place::Command => app["command"] = bash_c,
         Place::CommandAndArgs => {
             app["command"] = json!(["/bin/bash"]);
-            app["args"] = json!(["-ec", text]);
+            app["args"] = argv(&[], &["-ec"]);
         }
-        Place::EnvBash => app["command"] = json!(["/usr/bin/env", "bash", "-c", text]),
+        Place::EnvBash => app["command"] = argv(&["/usr/bin/env", "bash"], &["-c"]),
         Place::PostStart => app["lifecycle"] = json!({"postStart": exec}),
         Place::PreStop => app["lifecycle"] = json!({"preStop": exec}),
         Place::Liveness => app["livenessProbe"] = exec,
@@ -334,4 +346,153 @@ fn every_shell_change_goes_through_the_proof_readme_example_stays_bash() {
         );
         assert!(written_shells(&object, &outcome.patched).is_empty());
     }
+}
+
+/// Issue 27: busybox `sh` goes on under `set -e` when the redirection of `{ }`, `if`,
+/// `for`, `while`, `until` or `case` fails, where bash stops before the `rm -rf`. Each
+/// compound kind × each way errexit is on (bash's flags, `set -e`, `set -o errexit`,
+/// later in the script, from a function) × every writer of the gate: bash stays, and the
+/// warning says why.
+#[test]
+fn compound_redirection_under_errexit_blocks_the_switch() {
+    const COMPOUNDS: &[(&str, &str)] = &[
+        (
+            "{ cp -r /scratch/results /archive/ && sync; } > /archive/copy.log",
+            "{ } >file",
+        ),
+        (
+            "while read -r k; do touch \"/scratch/$k\"; done < /config/keep-list",
+            "while…done <file",
+        ),
+        (
+            "until true; do :; done 2> /archive/err.log",
+            "until…done 2>file",
+        ),
+        (
+            "if [ -d /scratch ]; then cp -r /scratch /archive; fi >> /archive/log",
+            "if…fi >>file",
+        ),
+        (
+            "for f in /scratch/*; do cp \"$f\" /archive/; done > /archive/log",
+            "for…done >file",
+        ),
+        ("case a in a) sync ;; esac >&5", "case…esac >&5"),
+    ];
+    // bash's options (`None`: a plain `-c`) and a prefix of the script.
+    const ERREXIT: &[(Option<&[&str]>, &str)] = &[
+        (Some(&["-ec"]), ""),
+        (Some(&["-e", "-c"]), ""),
+        (Some(&["-xec"]), ""),
+        (Some(&["-o", "errexit", "-c"]), ""),
+        (None, "set -e; "),
+        (None, "set -o errexit; "),
+        (None, "set -eC\n"),
+        (None, "echo start; set -e; "),
+        (None, "on() { set -e; }; on; "),
+    ];
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for &place in PLACES {
+        for (compound, shown) in COMPOUNDS {
+            for (options, prefix) in ERREXIT {
+                // The custom command is a text: only `set` turns errexit on there.
+                if options.is_some() && matches!(place, Place::Custom(_) | Place::ShellHook) {
+                    continue;
+                }
+                let text = format!("{prefix}{compound}; rm -rf /scratch/*");
+                let (object, config) = job_with(place, *options, &text);
+                let outcome = mutate_with(Endpoint::Mutate, &config, object.clone());
+                checked += 1;
+                let switched = written_shells(&object, &outcome.patched)
+                    .iter()
+                    .any(|(_, verdict)| verdict.as_deref() == Ok(text.as_str()));
+                let why = format!("busybox ignores set -e if {shown} fails");
+                let warned = outcome.decision.warnings.iter().any(|w| {
+                    w.contains(&why)
+                        && (w.contains("unchanged:") || w.contains("keeps bash:"))
+                        && w.chars().count() <= 120
+                });
+                if switched || !warned {
+                    failures.push(format!(
+                        "{place:?} {options:?} {text:?}: switched={switched} {:?}",
+                        outcome.decision.warnings
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked > 400, "{checked}");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The same compounds without errexit, and under errexit the redirections busybox does
+/// check (a subshell's, a function body's, a simple command's, `/dev/null`, `2>&1`):
+/// every writer still gets `/bin/sh`.
+#[test]
+fn compound_redirection_without_errexit_is_still_fixed() {
+    const TEXTS: &[&str] = &[
+        "{ cp -r /scratch/results /archive/ && sync; } > /archive/copy.log; rm -rf /scratch/*",
+        "while read -r k; do touch \"/scratch/$k\"; done < /config/keep-list; rm -rf /scratch/*",
+        "if true; then sync; fi >> /a; for i in 1; do :; done 2> /a; until true; do :; done >&5",
+        "case a in a) sync ;; esac > /archive/log; rm -rf /scratch/*",
+        "set -e; ( cp -r /scratch/results /archive/ ) > /archive/copy.log; rm -rf /scratch/*",
+        "set -e; f() { sync; } > /archive/log; f; rm -rf /scratch/*",
+        "set -e; cp -r /scratch/results /archive/ > /archive/copy.log; rm -rf /scratch/*",
+        "set -e; { sync; } > /dev/null 2>&1; rm -rf /scratch/*",
+    ];
+    let mut failures = Vec::new();
+    for &place in PLACES {
+        for text in TEXTS {
+            assert_eq!(check(text, false, false), Ok(()), "{text:?}");
+            let (object, config) = job_with(place, Some(&["-c"]), text);
+            let outcome = mutate_with(Endpoint::Mutate, &config, object.clone());
+            let written = written_shells(&object, &outcome.patched);
+            let unproven: Vec<_> = written.iter().filter(|(_, v)| v.is_err()).collect();
+            let switched = written
+                .iter()
+                .any(|(_, verdict)| verdict.as_deref() == Ok(*text));
+            if !switched || !unproven.is_empty() {
+                failures.push(format!(
+                    "{place:?} {text:?}: {unproven:?} {:?}",
+                    outcome.decision.warnings
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// bash reads `SHELLOPTS=errexit` from its environment (busybox `sh` and dash do not):
+/// with it in the container's `env`, a portable text would run without `set -e` under
+/// `sh`. Every writer keeps bash, and says which variable.
+#[test]
+fn bash_only_environment_blocks_the_switch() {
+    let mut failures = Vec::new();
+    for &place in PLACES {
+        for text in PORTABLE {
+            let (mut object, config) = job(place, text);
+            let spec = &mut object["spec"]["template"]["spec"];
+            for list in ["initContainers", "containers"] {
+                for container in spec[list].as_array_mut().into_iter().flatten() {
+                    container["env"] = json!([{"name": "SHELLOPTS", "value": "errexit"}]);
+                }
+            }
+            let outcome = mutate_with(Endpoint::Mutate, &config, object.clone());
+            let switched = written_shells(&object, &outcome.patched)
+                .iter()
+                .any(|(_, verdict)| verdict.as_deref() == Ok(*text));
+            let warned = outcome
+                .decision
+                .warnings
+                .iter()
+                .any(|w| w.contains("env SHELLOPTS (read by bash only)"));
+            if switched || !warned {
+                failures.push(format!(
+                    "{place:?} {text:?}: switched={switched} {:?}",
+                    outcome.decision.warnings
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

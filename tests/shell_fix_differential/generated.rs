@@ -161,9 +161,14 @@ pub fn run_chunk(
     args.extend(scripts.iter().copied());
     let run = sandbox.run(id, "/bb/sh", &args, |_| {});
     assert_eq!(run.status, Some(0), "driver under {shell}: {run:?}");
+    records(&run.stdout, shell, scripts, values.len())
+}
+
+/// A driver's output, one result per (script, value).
+fn records(stdout: &str, shell: &str, scripts: &[&str], values: usize) -> Vec<Vec<Outcome>> {
     let mut results = vec![Vec::new(); scripts.len()];
     // Records: "", "case S V", "STDOUT", "STATUS", "STDERR", "case …", …
-    let fields: Vec<&str> = run.stdout.split(MARK).collect();
+    let fields: Vec<&str> = stdout.split(MARK).collect();
     let mut k = 1;
     while k < fields.len() {
         let head: Vec<&str> = fields[k].split(' ').collect();
@@ -183,10 +188,144 @@ pub fn run_chunk(
     for (i, per_script) in results.iter().enumerate() {
         assert_eq!(
             per_script.len(),
-            values.len(),
+            values,
             "under {shell}, script {:?} did not run for every value",
             scripts[i]
         );
     }
     results
+}
+
+/// Issue 27: busybox `sh` does not apply `set -e` when the redirection of a compound
+/// command fails (`evaltree()`'s `NREDIR` case); bash and dash exit. Every compound kind
+/// (and the contexts around one, and simple commands for contrast) × redirections onto
+/// failing targets (the read-only `/usr`, a missing directory or file, a directory, a
+/// closed fd) and succeeding ones × errexit off, or on by flag, `set -e`,
+/// `set -o errexit`, later in the script or from a function.
+pub struct ErrexitCase {
+    /// bash's options before the script (`-c` last).
+    pub options: &'static str,
+    pub script: String,
+    /// errexit is on somewhere, the compound is one whose redirection busybox does not
+    /// check (`{ }`, `if`, `for`, `while`, `until`, `case`, wherever it sits) and the
+    /// redirection may fail: the fix must refuse it.
+    pub must_refuse: bool,
+}
+
+/// `R` marks the redirection; `true`: busybox skips `set -e` when it fails there.
+const ERREXIT_COMMANDS: &[(&str, bool)] = &[
+    ("{ printf 'in\\n'; } R", true),
+    ("if true; then printf 'in\\n'; fi R", true),
+    ("for i in 1; do printf 'in %s\\n' \"$i\"; done R", true),
+    ("while read -r l; do printf 'in %s\\n' \"$l\"; done R", true),
+    ("until false; do printf 'in\\n'; break; done R", true),
+    ("case a in a) printf 'in\\n' ;; esac R", true),
+    ("{ { printf 'in\\n'; } R; printf 'mid\\n'; }", true),
+    (
+        "f() { for i in 1; do printf 'in\\n'; done R; printf 'mid\\n'; }; f",
+        true,
+    ),
+    ("true && { printf 'in\\n'; } R", true),
+    ("{ printf 'in\\n'; } R || printf 'or\\n'", true),
+    ("! { printf 'in\\n'; } R", true),
+    ("x=$({ printf 'in\\n'; } R); printf '%s\\n' \"$x\"", true),
+    // busybox checks these itself: a subshell (`evalsubshell`), a function body (at
+    // the call, in `evalcommand`), a function call, builtins and programs.
+    ("( printf 'in\\n' ) R", false),
+    ("f() { printf 'in\\n'; } R; f", false),
+    ("f() { printf 'in\\n'; }; f R", false),
+    ("true R", false),
+    ("printf 'in\\n' R", false),
+    ("cat R", false),
+];
+
+/// Redirections and whether they may fail by their kind (any file but `/dev/null`, a
+/// copy of an fd above 2). Not `<` from a directory: `read` then fails, bash says so on
+/// stderr and dash and busybox do not (the loop ends alike).
+const ERREXIT_REDIRECTIONS: &[(&str, bool)] = &[
+    ("> /usr/out", true),
+    ("> /work/nodir/out", true),
+    ("> /work/empty", true),
+    ("> /tmp/out", true),
+    ("> /dev/null", false),
+    (">> /usr/out", true),
+    (">> /tmp/out", true),
+    ("2> /work/nodir/err", true),
+    ("2> /tmp/err", true),
+    ("< /work/missing", true),
+    ("< /work/in.txt", true),
+    (">&5", true),
+    ("2>&1", false),
+];
+
+/// bash's options and a script prefix: errexit off, then each way to turn it on.
+const ERREXIT_MODES: &[(&str, &str, bool)] = &[
+    ("-c", "", false),
+    ("-e -c", "", true),
+    ("-ec", "", true),
+    // Not `-x`: each shell words its traces, and `2>&1` sends them to stdout.
+    ("-aec", "", true),
+    ("-o errexit -c", "", true),
+    ("-c", "set -e; ", true),
+    ("-c", "set -o errexit; ", true),
+    ("-c", "printf 'start\\n'; set -e\n", true),
+    ("-c", "on() { set -e; }; on; ", true),
+];
+
+pub fn errexit_cases() -> Vec<ErrexitCase> {
+    let mut cases = Vec::new();
+    for &(command, busybox_skips) in ERREXIT_COMMANDS {
+        for &(redirection, may_fail) in ERREXIT_REDIRECTIONS {
+            for &(options, prefix, errexit) in ERREXIT_MODES {
+                cases.push(ErrexitCase {
+                    options,
+                    script: format!(
+                        "{prefix}{}; printf 'after\\n'",
+                        command.replace('R', redirection)
+                    ),
+                    must_refuse: errexit && busybox_skips && may_fail,
+                });
+            }
+        }
+    }
+    cases
+}
+
+/// The files the errexit cases read: a list, a directory; `/usr` is read-only.
+pub fn fill_errexit(dir: &std::path::Path) {
+    std::fs::write(dir.join("work/in.txt"), "alpha\nbeta\n").expect("write");
+    std::fs::create_dir_all(dir.join("work/empty")).expect("mkdir");
+}
+
+/// Like [`DRIVER`], for `SHELL OPTIONS SCRIPT OPTIONS SCRIPT …`: `OPTIONS` is split into
+/// bash's words. A case's records read `case N 1`.
+const OPTIONS_DRIVER: &str = r#"set -f; shell=$1; shift
+c=0
+while [ "$#" -ge 2 ]; do
+  c=$((c + 1)); options=$1; script=$2; shift 2
+  out=$("$shell" $options "$script" 2>/tmp/.err </dev/null; printf '\036%s' "$?")
+  printf '\036case %s 1\036%s\036' "$c" "$out"
+  cat /tmp/.err; rm -f /tmp/.err
+done
+"#;
+
+/// One result per case for `shell`.
+pub fn run_errexit_chunk(
+    sandbox: &Sandbox,
+    id: u32,
+    shell: &str,
+    cases: &[&ErrexitCase],
+) -> Vec<Outcome> {
+    let mut args: Vec<&str> = vec!["-c", OPTIONS_DRIVER, "driver", shell];
+    for case in cases {
+        args.push(case.options);
+        args.push(&case.script);
+    }
+    let run = sandbox.run(id, "/bb/sh", &args, fill_errexit);
+    assert_eq!(run.status, Some(0), "driver under {shell}: {run:?}");
+    let scripts: Vec<&str> = cases.iter().map(|c| c.script.as_str()).collect();
+    records(&run.stdout, shell, &scripts, 1)
+        .into_iter()
+        .map(|mut per_case| per_case.remove(0))
+        .collect()
 }

@@ -330,11 +330,74 @@ reaper_after_force_delete() {
   wait "$pid" 2>/dev/null
 }
 
+# --- issue 27: busybox sh ignores set -e when a compound's redirection fails --------------
+# `bash -ec '{ cp …; } > /archive/copy.log; rm -rf /data/*'` with a read-only /archive:
+# bash stops at the failed redirection, busybox `sh` goes on to the `rm`. In busybox the
+# webhook must keep bash (the pod cannot start: a visible failure) rather than rewrite it
+# to /bin/sh, which wipes the results it never archived. The same script run by `sh`,
+# what the rewrite would have run, shows the wipe on this node.
+errexit_job() { # name shell data-dir archive-dir
+  cat <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/fix-shell: "true"}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: archiver
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [$2, -ec, "{ cp -r /data/results /archive/ && sync; } > /archive/copy.log; rm -rf /data/*"]
+        volumeMounts:
+        - {name: data, mountPath: /data}
+        - {name: archive, mountPath: /archive, readOnly: true}
+      volumes:
+      - {name: data, hostPath: {path: $3, type: Directory}}
+      - {name: archive, hostPath: {path: $4, type: Directory}}
+EOF
+}
+
+errexit_compound_redirection() {
+  local base="$HOST/errexit" run
+  for run in bash sh; do
+    mkdir -p "$base/$run/data/results" "$base/$run/archive"
+    echo "1,2" >"$base/$run/data/results/run-1.csv"
+  done
+  kc create -o json -f - <<<"$(errexit_job errexit-bash bash "$base/bash/data" "$base/bash/archive")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "the webhook keeps bash and says why" \
+    has "$ERR" 'command unchanged: busybox ignores set -e if { } >file fails'
+  expect "the stored command still starts bash" \
+    jqt "$OUT" '.spec.template.spec.containers[0].command[0] == "bash"'
+  start_error() {
+    pods_of job-name=errexit-bash | jq -e '[.items[].status.containerStatuses[]?.state.terminated.reason] | index("StartError") != null' >/dev/null
+  }
+  expect "the container fails to start (StartError) within 60 s" wait_for 60 start_error
+  expect "the results survive on the node" has_file "$base/bash/data/results/run-1.csv"
+
+  kc create -f - <<<"$(errexit_job errexit-sh sh "$base/sh/data" "$base/sh/archive")"
+  expect "the same script under sh: create succeeds" test "$STATUS" -eq 0
+  sh_job_done() { k get job errexit-sh -o json | jq -e '.status.succeeded == 1' >/dev/null; }
+  expect "busybox sh goes on past the failed redirection: the Job succeeds within 60 s" \
+    wait_for 60 sh_job_done
+  expect "and the results are gone" dir_empty "$base/sh/data"
+  expect "never archived (read-only)" dir_empty "$base/sh/archive"
+  kc delete job errexit-bash errexit-sh --cascade=background --wait=false
+  expect "the Jobs delete" test "$STATUS" -eq 0
+  # Not waited for: see seed_without_webhook (a pod that never started).
+}
+
 run_scenarios() {
   scenario "seed Job without the webhook: the container cannot start (no bash in busybox)" seed_without_webhook
   scenario "seed Job with the webhook: its file appears; delete --cascade=background empties the host dir, keeps the dir" seed_with_webhook
   scenario "the example's 70 s preStop (restartPolicy: Never): still running 35 s after the delete, cleaned after the 70 s" pod_hook_outlives_30s
   scenario "a Job that finishes keeps its files in exec mode (1.20 has no native sidecars to clean them)" finished_job_keeps_files
+  scenario "bash -ec with a failed { } > redirection in busybox: bash kept with a warning, the pod cannot start, the data survives (sh would wipe it)" errexit_compound_redirection
   if [[ -n "$CLEANER_BIN" ]]; then
     scenario "cleaner init container: program found, read-only mount, runs as the user, no symlink or mount crossed" cleaner_on_runtime
     scenario "an image without a shell gets its cleanup" shellless_image

@@ -230,8 +230,9 @@ pub(super) fn plan_container(
             // The program's cleanup hook runs no shell: none to choose, none to warn about.
             String::new()
         } else if settings.fix_shell {
+            let env = shell_fix::portable::Environment::of(container.field("env"));
             let (shell, warning) =
-                shell_fix::hook_shell(&settings.shell, image, name, config, &action);
+                shell_fix::hook_shell(&settings.shell, image, name, config, &action, &env);
             warnings.extend(warning);
             shell
         } else {

@@ -18,6 +18,8 @@
 //!   `$RANDOM`, … — keeps bash with a warning naming what blocked the rewrite: "bash: not
 //!   found" is a clear failure, a script whose meaning changed is not
 //!   (`declare -r W=/x; rm -rf "$W"/*` under busybox `sh` is `rm -rf /*`).
+//! - A container whose own `env` names a variable only bash reads (`SHELLOPTS`, `BASHOPTS`,
+//!   `BASH_ENV`, `POSIXLY_CORRECT`, `BASH_FUNC_*`) keeps bash ([`portable::Environment`]).
 //! - One warning (≤ 120 chars, naming the container) per correction or refusal.
 //! - Odd JSON (wrong types, missing fields, non-string argv entries) is left untouched.
 
@@ -28,7 +30,7 @@ use crate::config::{CleanerMode, Config};
 use crate::mutation::field::Field;
 use crate::mutation::hook::Action;
 use portable::gate::basename;
-use portable::{gate, Gate, Text};
+use portable::{gate, Environment, Gate, Text};
 use serde_json::{Map, Value};
 
 /// Warnings are shown by kubectl; the API server truncates longer ones.
@@ -52,14 +54,16 @@ pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {
 
 /// The shell our own preStop hook uses in `image`: `requested`, or `/bin/sh` with a
 /// warning when `requested` is bash, the image lacks bash and [`gate`] proves what the
-/// shell runs portable: the custom script (`action`), or in `cleaner.mode: shell` our
-/// generated cleanup. A refused script keeps bash, with a warning.
+/// shell runs portable: the custom script (`action`) in the container's environment
+/// `env`, or in `cleaner.mode: shell` our generated cleanup. A refused script keeps bash,
+/// with a warning.
 pub fn hook_shell(
     requested: &str,
     image: &str,
     container: &str,
     config: &Config,
     action: &Action,
+    env: &Environment,
 ) -> (String, Option<String>) {
     let text = match action {
         // `shell` mode `eval`s the script with `$0` = `prestop-injector`; the program
@@ -70,7 +74,7 @@ pub fn hook_shell(
         },
         Action::Cleanup(_) => Text::Generated,
     };
-    match gate(requested, image, config, text) {
+    match gate(requested, image, config, text, env) {
         Gate::Keep => (requested.to_owned(), None),
         Gate::Switch => {
             let warning = warning(container, image, "has no bash; preStop hook runs /bin/sh");
@@ -100,6 +104,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
         return;
     }
     let image = image.to_owned();
+    let env = Environment::of(container.field("env"));
     let name = container
         .field("name")
         .and_then(Value::as_str)
@@ -122,7 +127,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
         .unwrap_or(&empty);
     if let Some(command) = container.field("command").and_then(Value::as_array) {
         let argv: Vec<&Value> = command.iter().chain(args).collect();
-        if let Some(fix) = plan(&argv, &image, config) {
+        if let Some(fix) = plan(&argv, &image, config, &env) {
             let in_command = command.len();
             if let Fix::Rewrite { at, to } = fix {
                 let (key, index) = if at < in_command {
@@ -148,7 +153,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
             continue;
         };
         let argv: Vec<&Value> = command.iter().collect();
-        let Some(fix) = plan(&argv, &image, config) else {
+        let Some(fix) = plan(&argv, &image, config, &env) else {
             continue;
         };
         if let Fix::Rewrite { at, to } = fix {
@@ -189,7 +194,7 @@ fn set_entry(array: Option<&mut Value>, index: usize, to: &str) {
 
 /// Decides for one argv through the [`gate`]; `None` when it does not start bash, is
 /// not plain strings, or the image has bash.
-fn plan(argv: &[&Value], image: &str, config: &Config) -> Option<Fix> {
+fn plan(argv: &[&Value], image: &str, config: &Config, env: &Environment) -> Option<Fix> {
     let first = argv.first()?.as_str()?;
     let (at, shell, rest) = if basename(first) == "env" {
         (1, argv.get(1)?.as_str()?, &argv[2..])
@@ -203,7 +208,7 @@ fn plan(argv: &[&Value], image: &str, config: &Config) -> Option<Fix> {
         "/bin/sh"
     };
     let args: Vec<Option<&str>> = rest.iter().map(|v| v.as_str()).collect();
-    match gate(shell, image, config, Text::Argv(&args)) {
+    match gate(shell, image, config, Text::Argv(&args), env) {
         Gate::Keep => None,
         Gate::Switch => Some(Fix::Rewrite { at, to }),
         Gate::Refuse(what) => Some(Fix::Refuse(what)),

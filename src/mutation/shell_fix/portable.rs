@@ -31,7 +31,10 @@
 //!   USR1 USR2 only — bash also runs an EXIT trap when killed by a signal, sh does not).
 //! - Error paths count: a redirection or assignment on a special builtin (dash exits when
 //!   it fails), `set -u` and `${x:?}` (exit codes 127 vs 2), `shift`, `$?` read after a
-//!   `cd` or a file redirection that may fail (bash 1, dash 2), `cd` without a directory.
+//!   `cd` or a file redirection that may fail (bash 1, dash 2), `cd` without a directory;
+//!   with errexit possibly on anywhere, a redirection that may fail on `{ }`, `if`, `for`,
+//!   `while`, `until` or `case` (busybox `sh` ignores `set -e` when it fails; subshells,
+//!   function bodies and simple commands it checks, see docs/SHELL-FIX.md).
 //! - The **value** of every expansion is the attacker's (issue 17, class 2) wherever a
 //!   builtin or the shell interprets it: `cd` to a word that starts with an expansion
 //!   (`-` is OLDPWD, `-P` an option); `test` operators from expansions (the first of
@@ -48,8 +51,9 @@
 //!   `${#x}` assume the C locale; the shells' own error numbering may differ (a failed `cd` or
 //!   redirection exits 1 in bash, 2 in dash) where the script does not read `$?`;
 //!   programs started see `SHLVL` and `_` as each shell sets them; dash (unlike bash and
-//!   busybox) does not `exec` the last command of `-c`; `BASH_ENV`, `SHELLOPTS`,
-//!   `POSIXLY_CORRECT` and `BASH_FUNC_*` in the container's environment are not seen.
+//!   busybox) does not `exec` the last command of `-c`. The container's environment is
+//!   the gate's (`gate.rs`): `BASH_ENV`, `SHELLOPTS`, `POSIXLY_CORRECT`, `BASH_FUNC_*`
+//!   from `envFrom` or the image are not seen.
 
 mod builtin_args;
 mod builtins;
@@ -61,7 +65,7 @@ mod invocation;
 mod variables;
 mod words;
 
-pub use gate::{gate, Gate, Text};
+pub use gate::{gate, Environment, Gate, Text};
 pub use invocation::{invocation, Invocation};
 
 /// Why a script is not proven portable: a short phrase for the warning.
@@ -199,6 +203,13 @@ struct Parser<'a> {
     errexit: bool,
     /// A `$(…)` with several commands: bash runs all of them under `set -e`, dash stops.
     multi_subst: bool,
+    /// The first redirection that may fail on `{ }`, `if`, `for`, `while`, `until` or
+    /// `case`, as the blocker to report under `set -e`: busybox `sh` does not exit when it
+    /// fails (`evaltree()`'s `NREDIR` case skips the errexit check), bash and dash do.
+    errexit_gap: Option<String>,
+    /// The next compound command parsed is a function's body: busybox applies `set -e` to
+    /// a failed redirection there at the call (`evalcommand`), as bash and dash do.
+    function_body: bool,
     /// `$?` is read, and a `cd` or a file redirection may fail: bash reports those
     /// failures with status 1, dash (and busybox for `cd`) with 2.
     reads_status: bool,
@@ -256,6 +267,8 @@ impl<'a> Parser<'a> {
             zero_known,
             errexit: false,
             multi_subst: false,
+            errexit_gap: None,
+            function_body: false,
             reads_status: false,
             fallible: false,
             loop_exits: Vec::new(),
@@ -280,6 +293,9 @@ impl<'a> Parser<'a> {
         }
         self.errexit |= inner.errexit;
         self.multi_subst |= inner.multi_subst;
+        if self.errexit_gap.is_none() {
+            self.errexit_gap = inner.errexit_gap.take();
+        }
         self.reads_status |= inner.reads_status;
         self.fallible |= inner.fallible;
         self.prefixed.append(&mut inner.prefixed);

@@ -319,7 +319,14 @@ fn hook_shell_table() {
         ("/bin/ash", "alpine", &generated, "/bin/ash", false),
     ];
     for (requested, image, action, want, warns) in cases {
-        let (shell, warning) = hook_shell(requested, image, "app", &config, action);
+        let (shell, warning) = hook_shell(
+            requested,
+            image,
+            "app",
+            &config,
+            action,
+            &Environment::default(),
+        );
         assert_eq!(shell, want, "{requested} {image} {action:?}");
         assert_eq!(warning.is_some(), warns, "{requested} {image}");
         if let Some(w) = warning {
@@ -329,4 +336,68 @@ fn hook_shell_table() {
             );
         }
     }
+}
+
+/// bash reads `SHELLOPTS` (`errexit` turns `set -e` on), `BASHOPTS`, `BASH_ENV`,
+/// `POSIXLY_CORRECT` and exported `BASH_FUNC_*` from its environment; busybox `sh` and
+/// dash do not. A container whose own `env` names one keeps bash in every position and
+/// for the custom command; other variables, and images that have bash, change nothing.
+#[test]
+fn bash_only_environment_keeps_bash() {
+    let script = json!({
+        "command": ["bash", "-c", "{ cp -r /data/r /archive/; } > /archive/log; rm -rf /data/*"],
+        "lifecycle": {"preStop": {"exec": {"command": ["bash", "-c", "rm -rf /data/*"]}}},
+        "livenessProbe": {"exec": {"command": ["bash", "-c", "true"]}},
+    });
+    let entries = [
+        json!({"name": "SHELLOPTS", "value": "errexit"}),
+        json!({"name": "SHELLOPTS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}),
+        json!({"name": "BASHOPTS", "value": "nullglob"}),
+        json!({"name": "BASH_ENV", "value": "/etc/profile"}),
+        json!({"name": "POSIXLY_CORRECT", "value": ""}),
+        json!({"name": "BASH_FUNC_rm%%", "value": "() { :; }"}),
+    ];
+    for entry in entries {
+        let name = entry["name"].as_str().unwrap_or_default().to_owned();
+        let mut container = script.clone();
+        container["env"] = json!([{"name": "A", "value": "1"}, entry]);
+        let (after, warnings, paths) = fix(one("busybox:1.36", container.clone()));
+        assert!(paths.is_empty(), "{name}: {paths:?}");
+        assert_eq!(after["containers"][0]["command"][0], "bash");
+        assert_eq!(warnings.len(), 3, "{name}: {warnings:?}");
+        for warning in &warnings {
+            assert!(
+                warning.contains(&format!("unchanged: env {name} (read by bash only)")),
+                "{warning}"
+            );
+        }
+        let env = Environment::of(container.get("env"));
+        let custom = Action::Custom("rm -rf /data/*".to_owned());
+        let config = Config::default();
+        let (shell, warning) = hook_shell("/bin/bash", "busybox", "app", &config, &custom, &env);
+        assert_eq!(shell, "/bin/bash", "{name}");
+        assert!(
+            warning.is_some_and(|w| w.contains("keeps bash: env ")),
+            "{name}"
+        );
+        // Our generated cleanup is written for sh, which ignores these variables.
+        let generated = Action::Cleanup(Vec::new());
+        let (shell, _) = hook_shell("/bin/bash", "busybox", "app", &config, &generated, &env);
+        assert_eq!(shell, "/bin/sh", "{name}");
+        // An image with bash: nothing to decide.
+        let (_, warnings, paths) = fix(one("ubuntu:24.04", container));
+        assert!(
+            paths.is_empty() && warnings.is_empty(),
+            "{name}: {warnings:?}"
+        );
+    }
+    // Other variables (and a look-alike name) leave the fix alone.
+    let mut container = json!({"command": ["bash", "-c", "true"]});
+    container["env"] = json!([
+        {"name": "SHELL", "value": "/bin/bash"},
+        {"name": "MY_SHELLOPTS", "value": "errexit"},
+        {"name": "BASH", "value": "x"},
+    ]);
+    let (_, warnings, paths) = fix(one("busybox:1.36", container));
+    assert_eq!(paths, ["/containers/0/command/0"], "{warnings:?}");
 }

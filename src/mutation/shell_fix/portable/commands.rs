@@ -138,6 +138,21 @@ impl<'a> Parser<'a> {
     }
 
     pub(super) fn compound_or_simple(&mut self, raw: &'a [u8]) -> R<()> {
+        let function_body = std::mem::take(&mut self.function_body);
+        // How the warning names a compound whose failed redirection busybox lets pass
+        // under `set -e`; `None` where busybox exits as bash and dash do: a subshell
+        // (`evalsubshell`, checked in `evaltree`) and a function's body (checked at the
+        // call, in `evalcommand`).
+        let gap_name: Option<&str> = match raw {
+            _ if function_body => None,
+            b"if" => Some("if…fi"),
+            b"while" => Some("while…done"),
+            b"until" => Some("until…done"),
+            b"for" => Some("for…done"),
+            b"case" => Some("case…esac"),
+            b"{" => Some("{ }"),
+            _ => None,
+        };
         match raw {
             b"if" => self.if_clause()?,
             b"while" | b"until" => self.loop_clause(raw.len())?,
@@ -172,14 +187,24 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        self.trailing_redirections()
+        self.trailing_redirections(gap_name)
     }
 
-    pub(super) fn trailing_redirections(&mut self) -> R<()> {
+    /// The redirections after a compound command. `gap_name`: the compound is one whose
+    /// failed redirection busybox does not exit for under `set -e` (see
+    /// [`Parser::errexit_gap`]).
+    pub(super) fn trailing_redirections(&mut self, gap_name: Option<&str>) -> R<()> {
         loop {
             self.blank();
-            if !self.redirection()? {
+            let Some(redirect) = self.redirection()? else {
                 return Ok(());
+            };
+            if let (Some(name), true, None) = (gap_name, redirect.may_fail, &self.errexit_gap) {
+                // Why first: a long warning loses its end.
+                self.errexit_gap = Some(format!(
+                    "busybox ignores set -e if {name} {} fails",
+                    redirect.shown()
+                ));
             }
         }
     }
@@ -197,7 +222,7 @@ impl<'a> Parser<'a> {
                 Some(b'(') => return no("syntax the parser does not know"),
                 _ => {}
             }
-            if self.redirection()? {
+            if self.redirection()?.is_some() {
                 redirections += 1;
                 continue;
             }

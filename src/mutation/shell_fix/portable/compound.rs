@@ -164,7 +164,10 @@ impl Parser<'_> {
         self.in_function += 1;
         self.nest += 1;
         let body = match (self.raw_word(), self.peek()) {
-            (b"{", _) | (_, Some(b'(')) => self.command(),
+            (b"{", _) | (_, Some(b'(')) => {
+                self.function_body = true;
+                self.command()
+            }
             _ => no("a function body that is not { } or ( )"),
         };
         self.in_function -= 1;

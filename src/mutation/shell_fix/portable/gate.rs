@@ -6,10 +6,44 @@
 //! hook, which runs the custom `prestop-injector.io/command` script or, with
 //! `cleaner.mode: shell`, our generated cleanup (`shell_fix::hook_shell`), and anything
 //! added later. A writer that does not ask the gate has no way to get a "switch".
+//! Each passes the container's [`Environment`]: bash reads some variables at startup that
+//! `sh` ignores, and a user's text run with them keeps bash.
 
 use super::{check, invocation, Blocker, Invocation};
 use crate::config::Config;
+use crate::mutation::field::Field;
 use crate::mutation::shell_fix::image;
+use serde_json::Value;
+
+/// Variables bash reads from its environment at startup and `sh` ignores: `SHELLOPTS`
+/// (`errexit` there turns `set -e` on in bash only), `BASHOPTS` (shopt), `BASH_ENV` (a
+/// file bash sources first), `POSIXLY_CORRECT` (bash's POSIX mode) and, by prefix,
+/// `BASH_FUNC_` (exported functions, which may shadow any command).
+const BASH_ONLY_ENV: &[&str] = &["SHELLOPTS", "BASHOPTS", "BASH_ENV", "POSIXLY_CORRECT"];
+const BASH_ONLY_ENV_PREFIX: &str = "BASH_FUNC_";
+
+/// What the shell inherits that the proof must know: the container's own `env` list.
+/// Values from `envFrom` and the image's `ENV` are not seen (docs/SHELL-FIX.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    /// The first `env` name that only bash reads.
+    bash_only: Option<String>,
+}
+
+impl Environment {
+    /// From a container's `env` field (`None`: no list). Entries count by name, whatever
+    /// their value or `valueFrom`: an empty `SHELLOPTS` is still read by bash.
+    pub fn of(env: Option<&Value>) -> Environment {
+        let bash_only = env
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.field("name").and_then(Value::as_str))
+            .find(|name| BASH_ONLY_ENV.contains(name) || name.starts_with(BASH_ONLY_ENV_PREFIX))
+            .map(|name| name.chars().take(30).collect());
+        Environment { bash_only }
+    }
+}
 
 /// What the shell would run.
 #[derive(Debug, Clone, Copy)]
@@ -38,17 +72,26 @@ pub enum Gate {
     Refuse(Blocker),
 }
 
-/// Whether `shell` (a path or a bare name) may be replaced by `sh` to run `text` in `image`.
-pub fn gate(shell: &str, image: &str, config: &Config, text: Text) -> Gate {
+/// Whether `shell` (a path or a bare name) may be replaced by `sh` to run `text` in `image`,
+/// in a container whose environment is `env`.
+pub fn gate(shell: &str, image: &str, config: &Config, text: Text, env: &Environment) -> Gate {
     if basename(shell) != "bash" || !image::lacks_bash(image, config) {
         return Gate::Keep;
     }
+    // The user's text asked for bash with what bash reads from the environment; ours is
+    // written for `sh`, which ignores those variables.
+    let environment = || match &env.bash_only {
+        Some(name) => Err(format!("env {name} (read by bash only)")),
+        None => Ok(()),
+    };
     let proof = match text {
         Text::Argv(args) => match invocation(args) {
             Invocation::Unknown => return Gate::Keep,
-            run => run.blocker().map_or(Ok(()), Err),
+            run => environment().and_then(|()| run.blocker().map_or(Ok(()), Err)),
         },
-        Text::Script { text, zero_known } => check(text, zero_known, false),
+        Text::Script { text, zero_known } => {
+            environment().and_then(|()| check(text, zero_known, false))
+        }
         Text::Generated => Ok(()),
     };
     match proof {

@@ -77,6 +77,10 @@ impl Parser<'_> {
         if self.errexit && self.multi_subst {
             return no("set -e with several commands in $(...)");
         }
+        // errexit counts as on for the whole script once anything may turn it on.
+        if let (true, Some(gap)) = (self.errexit, &self.errexit_gap) {
+            return no(gap.clone());
+        }
         if self.reads_status && self.fallible {
             return no("$? after a failing cd or redirection");
         }

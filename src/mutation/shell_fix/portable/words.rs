@@ -1,11 +1,33 @@
 //! Words, expansions, redirections and here-documents: the part of the parser below
 //! the command level (see the contract in `portable.rs`).
 
-use super::{is_meta, is_name_char, is_name_start, no, Ctx, Exp, Heredoc, Parser, Word, R};
+use super::{is_meta, is_name_char, is_name_start, no, show, Ctx, Exp, Heredoc, Parser, Word, R};
 
-impl Parser<'_> {
-    /// A redirection at the cursor, consumed; `false` when there is none.
-    pub(super) fn redirection(&mut self) -> R<bool> {
+/// One redirection the parser accepted.
+pub(super) struct Redirect<'a> {
+    /// Opening it may fail: a file (other than `/dev/null`), or a copy of a descriptor
+    /// above 2 (which may be closed). Here-documents and copies of 0-2 (open in every
+    /// container, and nothing allowed can close them) do not fail.
+    pub(super) may_fail: bool,
+    /// The fd digit and operator as written (`2>>`), and the copied fd of `>&N`/`<&N`.
+    written: &'a [u8],
+    copied: Option<u8>,
+}
+
+impl Redirect<'_> {
+    /// How a warning shows it: `>file`, `2>>file`, `<file`, `>&5`.
+    pub(super) fn shown(&self) -> String {
+        match self.copied {
+            Some(fd) => format!("{}{}", show(self.written), char::from(fd)),
+            None => format!("{}file", show(self.written)),
+        }
+    }
+}
+
+impl<'a> Parser<'a> {
+    /// A redirection at the cursor, consumed; `None` when there is none.
+    pub(super) fn redirection(&mut self) -> R<Option<Redirect<'a>>> {
+        let start = self.i;
         let mut j = self.i;
         if self.peek().is_some_and(|c| c.is_ascii_digit())
             && matches!(self.peek_at(1), Some(b'<' | b'>'))
@@ -32,15 +54,21 @@ impl Parser<'_> {
                 [b'>', b'&', ..] => (b">&", 2),
                 [b'<', ..] => (b"<", 1),
                 [b'>', ..] => (b">", 1),
-                _ => return Ok(false),
+                _ => return Ok(None),
             }
         };
+        let written = &self.s[start..j + len];
         self.i = j + len;
         self.blank();
         if self.peek().is_none_or(is_meta) {
             return no("syntax the parser does not know");
         }
         let target = self.word()?;
+        let mut redirect = Redirect {
+            may_fail: false,
+            written,
+            copied: None,
+        };
         match op {
             b"<<" | b"<<-" => {
                 if !target.literal || target.text.is_empty() {
@@ -66,6 +94,8 @@ impl Parser<'_> {
                 if !ok {
                     return no(">&file");
                 }
+                redirect.may_fail = target.text[0] > b'2';
+                redirect.copied = Some(target.text[0]);
             }
             _ => {
                 if target.unquoted_expansion {
@@ -79,10 +109,11 @@ impl Parser<'_> {
                 }
                 if !target.is("/dev/null") {
                     self.fallible = true;
+                    redirect.may_fail = true;
                 }
             }
         }
-        Ok(true)
+        Ok(Some(redirect))
     }
 
     /// `>&` followed by a single digit or `-` and then a word end: fd duplication.
