@@ -205,8 +205,10 @@ fn http_status(port: u16, path: &str) -> Option<String> {
 /// The `serve` arguments of a rendered Deployment's container, made runnable here: its
 /// certificate, key and config flags pointed at `dir/tls.crt`, `dir/tls.key` and `config`,
 /// its listen addresses dropped (`start_server` picks free ones).
+/// A seal key file (docs/REAPER.md#the-seal) is written to `dir` for `--seal-key-file`.
 pub fn local_serve_args(container: &Value, dir: &Path, config: &Path) -> Vec<String> {
     let local = |name: &str| dir.join(name).display().to_string();
+    std::fs::write(dir.join("seal.key"), format!("{}\n", "5e".repeat(32))).unwrap();
     container["args"]
         .as_array()
         .expect("the container has args")
@@ -218,6 +220,7 @@ pub fn local_serve_args(container: &Value, dir: &Path, config: &Path) -> Vec<Str
             Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
             Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
             Some(("--config", _)) => format!("--config={}", config.display()),
+            Some(("--seal-key-file", _)) => format!("--seal-key-file={}", local("seal.key")),
             _ => arg.to_owned(),
         })
         .collect()
