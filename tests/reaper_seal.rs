@@ -296,12 +296,15 @@ fn seal_survives_the_api_servers_defaults() {
     }
 }
 
+/// One change an attacker makes to a sealed pod.
+type Edit = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn changed_volume_breaks_the_seal() {
     let real = pod_of(&scratch_job("exec"), "job-worker-abcde");
     assert_eq!(facts(&real).cleanable, ["/mnt/scratch/job"]);
     let scratch_mount = "/spec/containers/0/volumeMounts/0";
-    let edits: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let edits: Vec<(&str, Edit)> = vec![
         (
             "another hostPath below the prefix",
             Box::new(|pod| {

@@ -321,3 +321,63 @@ impl Encoder {
         self.bytes(value.to_string().as_bytes());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(container: &str, target: &str, host: &str) -> Value {
+        json!({
+            "containers": [{"name": container, "volumeMounts": [{"name": "s", "mountPath": "/data"}],
+                "lifecycle": {"preStop": {"exec": {"command": [
+                    PROGRAM, "hook", "--target", target, "--host", host]}}}}],
+            "volumes": [{"name": "s", "hostPath": {"path": "/mnt/scratch/x"}}],
+        })
+    }
+
+    /// Length prefixes keep the fields apart: moving characters from one field into its
+    /// neighbour gives another message, so another tag.
+    #[test]
+    fn length_prefixes_keep_fields_apart() {
+        let a = message("ab", &spec("c", "/data", "/mnt/scratch/x")).unwrap();
+        let b = message("a", &spec("bc", "/data", "/mnt/scratch/x")).unwrap();
+        assert_ne!(a, b);
+        assert!(a.starts_with(DOMAIN));
+        // Absent and default are one thing; a value of another type is not a string.
+        let mut typed = spec("c", "/data", "/mnt/scratch/x");
+        let plain = message("n", &typed).unwrap();
+        typed["containers"][0]["volumeMounts"][0]["readOnly"] = json!(false);
+        typed["containers"][0]["volumeMounts"][0]["subPath"] = json!("");
+        typed["volumes"][0]["hostPath"]["type"] = json!("");
+        assert_eq!(message("n", &typed).unwrap(), plain);
+        typed["volumes"][0]["hostPath"]["type"] = json!(0);
+        assert_ne!(message("n", &typed).unwrap(), plain);
+        // Nothing to seal without a cleanup container.
+        assert_eq!(message("n", &json!({"containers": [{"name": "c"}]})), None);
+    }
+
+    #[test]
+    fn a_seal_verifies_only_for_its_namespace_and_spec() {
+        let keys = SealKeys::parse(&"ab".repeat(32)).unwrap();
+        let spec = spec("c", "/data", "/mnt/scratch/x");
+        let sealed = seal(&keys, "n", &spec).unwrap();
+        assert!(sealed.starts_with(VERSION));
+        assert_eq!(verify(&keys, "n", &spec, Some(&sealed)), Verdict::Sealed);
+        assert_eq!(verify(&keys, "m", &spec, Some(&sealed)), Verdict::Mismatch);
+        assert_eq!(verify(&keys, "n", &spec, None), Verdict::Unsealed);
+        assert_eq!(
+            verify(&keys, "n", &spec, Some("v2:AAAA")),
+            Verdict::Unsealed
+        );
+        assert_eq!(
+            verify(&keys, "n", &spec, Some("v1:not base64!")),
+            Verdict::Unsealed
+        );
+        assert_eq!(
+            verify(&SealKeys::default(), "n", &spec, Some(&sealed)),
+            Verdict::Unsealed
+        );
+        assert_eq!(seal(&SealKeys::default(), "n", &spec), None);
+    }
+}
