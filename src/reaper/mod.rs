@@ -54,7 +54,8 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Try it against a cluster (reports only):\n  \
 prestop-injector reap --node-name NODE --config reaper-config.yaml \\\n    \
---state-file /tmp/reaper-state.json --dry-run\n\n\
+--seal-key-file seal.key --state-file /tmp/reaper-state.json --dry-run\n  \
+(seal.key: the webhook's, from its Secret prestop-injector-seal)\n\n\
 Durations accept 30s, 5m, 1m30s, 200ms or a bare number of seconds.")]
 pub struct ReapArgs {
     /// The node whose pods are watched (in a DaemonSet: the downward API's spec.nodeName).
