@@ -390,5 +390,13 @@ fn the_deployment_arguments_start_the_real_server() {
     .unwrap();
     let args = common::local_serve_args(container, dir.path(), &config_file);
     // Every flag the Deployment passes is one the server accepts, with the shipped config.
-    let _server = common::start_server(&args);
+    let server = common::start_server(&args);
+    // And it seals with the key it was given (docs/REAPER.md#the-seal).
+    let metrics = common::http_get(server.probe, "/metrics").unwrap_or_default();
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "prestop_injector_seal_keys 1"),
+        "{metrics}"
+    );
 }
