@@ -6,9 +6,14 @@
 #   certs/generate.sh [cluster-wide|namespace-opt-in]     (default: cluster-wide)
 #   kubectl apply -k certs/out/cluster-wide
 #
+# It also makes the seal key (docs/REAPER.md#the-seal) and its Secret, for the webhook
+# and, in certs/out/reaper-seal (a Component to add beside deploy/components/reaper), the
+# node reaper's copy.
+#
 # Re-running keeps the existing CA and keys (so the cluster keeps trusting them) and only
-# rewrites the manifests; delete certs/out (or set FORCE=1) to start over. The keys stay
-# in certs/out, which git ignores.
+# rewrites the manifests; delete certs/out (or set FORCE=1) to start over. FORCE=1 keeps
+# the seal key (a new one would leave the pods sealed with the old one to no reaper):
+# rotate it as docs/REAPER.md says. The keys stay in certs/out, which git ignores.
 #
 # Environment: PRESTOP_INJECTOR (the binary; default: on PATH, else target/*/),
 # OUT (default certs/out), DAYS (default 365), FORCE=1 (new CA and keys).
@@ -54,6 +59,15 @@ else
   echo "reusing the CA and keys in $tls (FORCE=1 for new ones)" >&2
 fi
 
+# The seal key: 32 random bytes in hex, one line. Kept across runs, FORCE=1 included.
+seal_key="$tls/seal.key"
+if [[ ! -s "$seal_key" ]]; then
+  mkdir -p "$tls"
+  (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$seal_key" &&
+    echo >>"$seal_key")
+  echo "wrote a new seal key $seal_key" >&2
+fi
+
 # A path from $1 to $2 (kustomize refuses absolute paths to other kustomizations).
 relative() {
   realpath --relative-to="$1" "$2" 2>/dev/null ||
@@ -82,6 +96,34 @@ data:
   tls.key: $(b64 "$tls/tls.key")
 YAML
 
+# The seal key for the webhook, and the reaper's copy in its own namespace (a Component:
+# the namespace prestop-reaper exists only with the reaper).
+seal_secret() { # name namespace
+  cat <<YAML
+apiVersion: v1
+kind: Secret
+metadata:
+  name: $1
+  namespace: $2
+  labels:
+    app.kubernetes.io/part-of: prestop-injector
+type: Opaque
+data:
+  seal.key: $(b64 "$seal_key")
+YAML
+}
+seal_secret prestop-injector-seal "$namespace" >"$dir/seal-secret.yaml"
+mkdir -p "$out/reaper-seal"
+seal_secret prestop-reaper-seal prestop-reaper >"$out/reaper-seal/secret.yaml"
+cat >"$out/reaper-seal/kustomization.yaml" <<YAML
+# Written by certs/generate.sh: the node reaper's copy of the seal key. Add it beside
+# deploy/components/reaper (docs/INSTALL.md "The node reaper (optional)").
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+resources:
+  - secret.yaml
+YAML
+
 patch="[{\"op\": \"add\", \"path\": \"/webhooks/0/clientConfig/caBundle\", \"value\": \"$ca_bundle\"}]"
 cat >"$dir/kustomization.yaml" <<YAML
 # Written by certs/generate.sh: deploy/overlays/$mode with the TLS Secret and caBundle.
@@ -90,6 +132,11 @@ kind: Kustomization
 resources:
   - $overlay
   - secret.yaml
+  - seal-secret.yaml
+# With the node reaper (docs/INSTALL.md "The node reaper (optional)"):
+# components:
+#   - $(relative "$dir" "$repo/deploy/components/reaper")
+#   - ../reaper-seal
 patches:
   - target:
       kind: MutatingWebhookConfiguration

@@ -2,6 +2,7 @@
 //! that names the key, so a typo cannot silently fall back to a default.
 
 use crate::kube_version::KubeVersion;
+use crate::seal_keys::SealKeys;
 use serde::Deserialize;
 use std::path::Path;
 
@@ -57,6 +58,11 @@ pub struct Config {
     /// overrides what `serve` learns from the API server; `None` sets no limit (the
     /// offline CLI without `--kubernetes-version`). See [`crate::kube_version`].
     pub kubernetes_version: Option<KubeVersion>,
+    /// The seal's keys (docs/REAPER.md#the-seal), from `--seal-key-file`, never from this
+    /// file: an input of the core like the rest of the config, read from disk by the
+    /// commands. Empty: the webhook seals nothing, and the reaper empties nothing.
+    #[serde(skip)]
+    pub seal: SealKeys,
 }
 
 /// How the cleanup is carried out inside the pod (docs/DESIGN.md#the-hook-and-the-cleaner-program).
@@ -159,6 +165,7 @@ impl Default for Config {
             cleaner: CleanerConfig::default(),
             orphan_delete: OrphanDelete::Warn,
             kubernetes_version: None,
+            seal: SealKeys::default(),
         }
     }
 }

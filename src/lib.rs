@@ -3,7 +3,9 @@
 //!
 //! Layers: [`mutation`] is the pure core; [`admission`] turns bytes into a decision and
 //! back; [`server`] is the HTTPS adapter; [`cli`] holds the offline commands; [`reaper`]
-//! is the node reaper, which reuses the core's target rules and the cleaner's walk.
+//! is the node reaper, which reuses the core's target rules and the cleaner's walk;
+//! [`seal_keys`] holds the keys with which the webhook seals what it injected and the
+//! reaper verifies it ([`mutation::seal`]).
 //!
 //! The core on its own, as the server and `prestop-injector mutate` call it:
 //!
@@ -51,4 +53,5 @@ pub mod json_diff;
 pub mod kube_version;
 pub mod mutation;
 pub mod reaper;
+pub mod seal_keys;
 pub mod server;

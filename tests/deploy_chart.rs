@@ -166,9 +166,15 @@ fn chart_cert_manager_objects_match_the_component() {
     };
     let from_chart = render(&helm, &["--set=certificates.source=cert-manager"]);
     let from_kustomize = common::render(&kubectl, "cert-manager");
-    assert!(
-        chart::of_kind(&from_chart, "Secret").is_empty(),
-        "cert-manager writes the Secret"
+    // cert-manager writes the TLS Secret; the chart writes only the seal key's.
+    let secrets: Vec<&str> = chart::of_kind(&from_chart, "Secret")
+        .iter()
+        .map(|s| s["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        secrets,
+        ["prestop-injector-seal"],
+        "cert-manager writes the TLS Secret"
     );
     for name in ["prestop-injector-ca", "prestop-injector-serving"] {
         assert_eq!(
@@ -294,7 +300,7 @@ fn chart_certificates_and_arguments_serve_the_webhook() {
     };
     let objects = render(&helm, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let secret = one(&objects, "Secret");
+    let secret = common::find(&objects, "Secret", "prestop-injector-tls");
     for file in ["tls.crt", "tls.key", "ca.crt"] {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(secret["data"][file].as_str().unwrap())
@@ -318,6 +324,14 @@ fn chart_certificates_and_arguments_serve_the_webhook() {
     std::fs::write(&config, text).unwrap();
     let container = &one(&objects, "Deployment")["spec"]["template"]["spec"]["containers"][0];
     let args = common::local_serve_args(container, dir.path(), &config);
+    // The seal key the chart generated, in place of the test's: one key the server loads.
+    let seal = common::find(&objects, "Secret", "prestop-injector-seal");
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(seal["data"]["seal.key"].as_str().unwrap())
+        .unwrap();
+    let keys = prestop_injector::seal_keys::SealKeys::parse(std::str::from_utf8(&key).unwrap());
+    assert_eq!(keys.map(|k| k.len()), Ok(1), "32 random bytes, one line");
+    std::fs::write(dir.path().join("seal.key"), &key).unwrap();
     let local = |name: &str| dir.path().join(name).display().to_string();
     let server = common::start_server(&args);
     let service = format!("{}.{}.svc", chart::RELEASE, chart::NAMESPACE);
@@ -335,4 +349,79 @@ fn chart_certificates_and_arguments_serve_the_webhook() {
         "{report}{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// The seal key (docs/REAPER.md#the-seal): one generated key, 32 bytes, in the webhook's
+/// Secret and in the reaper's copy in its own namespace, each mounted where its command
+/// reads it. (Kept across upgrades by `lookup`, which only a cluster answers: e2e/install.)
+#[test]
+fn chart_seal_key_is_one_key_for_the_webhook_and_the_reaper() {
+    use base64::Engine as _;
+    let Some(helm) = common::helm() else {
+        return;
+    };
+    let objects = render(
+        &helm,
+        &[
+            "--set=reaper.enabled=true",
+            "--set=config.allowedHostPathPrefixes={/mnt/scratch}",
+        ],
+    );
+    let webhook = common::find(&objects, "Secret", "prestop-injector-seal");
+    let reaper = common::find(&objects, "Secret", "prestop-injector-reaper-seal");
+    assert_eq!(webhook["metadata"]["namespace"], chart::NAMESPACE);
+    assert_eq!(reaper["metadata"]["namespace"], "prestop-reaper");
+    assert_eq!(webhook["data"], reaper["data"], "one key");
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(webhook["data"]["seal.key"].as_str().unwrap())
+        .unwrap();
+    let keys = prestop_injector::seal_keys::SealKeys::parse(std::str::from_utf8(&key).unwrap());
+    assert_eq!(keys.map(|k| k.len()), Ok(1));
+    // `helm template` has no cluster to look the Secret up in: a new key each time.
+    let again = render(&helm, &[]);
+    assert_ne!(
+        common::find(&again, "Secret", "prestop-injector-seal")["data"],
+        webhook["data"]
+    );
+    for (kind, name, secret, flag) in [
+        (
+            "Deployment",
+            "prestop-injector",
+            "prestop-injector-seal",
+            "--seal-key-file=",
+        ),
+        (
+            "DaemonSet",
+            "prestop-injector-reaper",
+            "prestop-injector-reaper-seal",
+            "--seal-key-file=",
+        ),
+    ] {
+        let pod = &common::find(&objects, kind, name)["spec"]["template"]["spec"];
+        let volume = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["secret"]["secretName"] == secret)
+            .unwrap_or_else(|| panic!("{kind} mounts {secret}"));
+        let container = &pod["containers"][0];
+        let mount = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume["name"])
+            .unwrap();
+        assert_eq!(mount["readOnly"], true, "{kind}");
+        let file = format!("{}/seal.key", mount["mountPath"].as_str().unwrap());
+        let args: Vec<&str> = container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            args.contains(&format!("{flag}{file}").as_str()),
+            "{kind}: {args:?}"
+        );
+    }
 }

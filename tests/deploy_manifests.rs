@@ -269,12 +269,29 @@ fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
     };
     run();
     let key = std::fs::read(out.path().join("tls/tls.key")).unwrap();
+    let seal_key = std::fs::read(out.path().join("tls/seal.key")).unwrap();
     run();
     assert_eq!(
         std::fs::read(out.path().join("tls/tls.key")).unwrap(),
         key,
         "a re-run keeps the keys"
     );
+    assert_eq!(
+        std::fs::read(out.path().join("tls/seal.key")).unwrap(),
+        seal_key,
+        "a re-run keeps the seal key"
+    );
+    // One key the server and the reaper accept: 32 random bytes in hex, private.
+    let keys =
+        prestop_injector::seal_keys::SealKeys::parse(std::str::from_utf8(&seal_key).unwrap());
+    assert_eq!(keys.map(|k| k.len()), Ok(1));
+    assert_eq!(seal_key.len(), 65, "64 hex digits and a newline");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(out.path().join("tls/seal.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the seal key is private: {mode:o}");
 
     let objects = common::render_dir(&kubectl, &out.path().join("namespace-opt-in"));
     common::validate(&validator, "generated", &objects);
@@ -300,6 +317,48 @@ fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
     assert_eq!(
         webhook(&objects, "MutatingWebhookConfiguration")["clientConfig"]["service"]["path"],
         "/mutate/auto"
+    );
+    // The seal key's Secret, where the Deployment mounts it from.
+    let seal = find(&objects, "Secret", "prestop-injector-seal");
+    assert_eq!(seal["metadata"]["namespace"], "prestop-system");
+    assert_eq!(seal["data"]["seal.key"], b64("seal.key"));
+    let deployment = find(&objects, "Deployment", "prestop-injector");
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap();
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "prestop-injector-seal"),
+        "{volumes:?}"
+    );
+
+    // With the reaper: the lines the generated kustomization names, uncommented, add the
+    // reaper and its copy of the same key in its own namespace.
+    let dir = out.path().join("namespace-opt-in");
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    let with_reaper = text
+        .replace("# components:", "components:")
+        .replace("#   - ", "  - ");
+    assert_ne!(
+        with_reaper, text,
+        "the kustomization names the reaper's lines"
+    );
+    std::fs::write(dir.join("kustomization.yaml"), with_reaper).unwrap();
+    let objects = common::render_dir(&kubectl, &dir);
+    common::validate(&validator, "generated with the reaper", &objects);
+    let copy = find(&objects, "Secret", "prestop-reaper-seal");
+    assert_eq!(copy["metadata"]["namespace"], "prestop-reaper");
+    assert_eq!(copy["data"], json!({"seal.key": b64("seal.key")}));
+    let daemonset = find(&objects, "DaemonSet", "prestop-reaper");
+    let volumes = daemonset["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap();
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "prestop-reaper-seal"),
+        "{volumes:?}"
     );
 }
 
@@ -331,5 +390,13 @@ fn the_deployment_arguments_start_the_real_server() {
     .unwrap();
     let args = common::local_serve_args(container, dir.path(), &config_file);
     // Every flag the Deployment passes is one the server accepts, with the shipped config.
-    let _server = common::start_server(&args);
+    let server = common::start_server(&args);
+    // And it seals with the key it was given (docs/REAPER.md#the-seal).
+    let metrics = common::http_get(server.probe, "/metrics").unwrap_or_default();
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "prestop_injector_seal_keys 1"),
+        "{metrics}"
+    );
 }

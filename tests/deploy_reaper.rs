@@ -330,6 +330,8 @@ fn the_reaper_starts_in_dry_run_with_the_documented_flags() {
     assert_eq!(flag(&args, "event-namespace"), None);
     let state = flag(&args, "state-file").expect("--state-file");
     assert_eq!(state, format!("{STATE_DIR}/state.json"));
+    // docs/INSTALL.md "Dry run first": the documented patch removes args/6.
+    assert_eq!(args[6], "--dry-run", "{args:?}");
 
     let mounts = container["volumeMounts"].as_array().unwrap();
     let mount = |volume: &str| {
@@ -358,6 +360,25 @@ fn the_reaper_starts_in_dry_run_with_the_documented_flags() {
         volume["configMap"]["name"].as_str().unwrap(),
     );
     assert_eq!(config_map["data"]["config.yaml"], shipped_config().0);
+
+    // The seal key (docs/REAPER.md#the-seal): the webhook's, copied into this namespace
+    // as prestop-reaper-seal, mounted read-only and readable by root alone.
+    let seal = mount("seal");
+    assert_eq!(seal["readOnly"], true);
+    assert_eq!(
+        flag(&args, "seal-key-file"),
+        Some(format!("{}/seal.key", seal["mountPath"].as_str().unwrap()).as_str())
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "seal")
+        .unwrap();
+    assert_eq!(
+        volume["secret"],
+        json!({"secretName": "prestop-reaper-seal", "defaultMode": 0o400})
+    );
 
     let env: Vec<(&str, &str)> = container["env"]
         .as_array()
@@ -432,10 +453,13 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
             .map(String::as_str)
             .collect();
         let Some(host) = volume.get("hostPath") else {
-            assert_eq!(
-                (name, fields),
-                ("config", BTreeSet::from(["name", "configMap"])),
-                "a volume that is no hostPath is the config"
+            let expected = match name {
+                "seal" => BTreeSet::from(["name", "secret"]),
+                _ => BTreeSet::from(["name", "configMap"]),
+            };
+            assert!(
+                ["config", "seal"].contains(&name) && fields == expected,
+                "a volume that is no hostPath is the config or the seal key: {name} {fields:?}"
             );
             continue;
         };
@@ -469,7 +493,8 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
         host_paths, expected,
         "every allowedHostPathPrefixes entry has its hostPath volume"
     );
-    // Every mount is one of those volumes or the config: nothing else reaches the host.
+    // Every mount is one of those volumes, the config or the seal key: nothing else
+    // reaches the host.
     assert_eq!(mounts.len(), volumes.len(), "{mounts:?}");
     for key in ["hostNetwork", "hostIPC"] {
         assert_ne!(pod[key], true, "{key}");

@@ -7,13 +7,19 @@ mod core_support;
 
 use core_support::{host_path_volume, job, mutate_with, scratch_container};
 use prestop_injector::config::Config;
+use prestop_injector::mutation::seal::{seal, SEAL};
 use prestop_injector::mutation::Endpoint;
 use prestop_injector::reaper::derive::{pod_facts, PodFacts};
+use prestop_injector::seal_keys::SealKeys;
 use serde_json::{json, Value};
 
+/// The webhook's and the reaper's: the same seal key (tests/reaper_seal.rs tests the seal).
 fn config() -> Config {
-    Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\nkubernetesVersion: \"1.33\"\n")
-        .unwrap()
+    let mut config =
+        Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\nkubernetesVersion: \"1.33\"\n")
+            .unwrap();
+    config.seal = SealKeys::parse(&"5e".repeat(32)).unwrap();
+    config
 }
 
 /// The Pod a Job controller makes from the mutated template.
@@ -21,7 +27,8 @@ fn pod_of(job: &Value, name: &str) -> Value {
     let template = &job["spec"]["template"];
     let mut metadata = template.get("metadata").cloned().unwrap_or(json!({}));
     metadata["name"] = json!(name);
-    metadata["namespace"] = json!("batch");
+    // The Job's own namespace (core_support's requests are in `default`): the seal binds it.
+    metadata["namespace"] = json!("default");
     metadata["uid"] = json!(format!("uid-{name}"));
     let mut spec = template["spec"].clone();
     spec["nodeName"] = json!("node-a");
@@ -116,16 +123,36 @@ fn a_sub_path_expr_from_env_from_is_never_emptied() {
 }
 
 /// A hand-written pod: our status annotation, our program's argv, a hostPath of the
-/// attacker's choosing.
+/// attacker's choosing; sealed with the install's key (as if the key had leaked), so that
+/// what these tests see is the webhook's rule, which still decides.
 fn forged(volumes: Value, mounts: Value, targets: &[&str]) -> Value {
+    forged_with_hosts(
+        volumes,
+        mounts,
+        &targets.iter().map(|t| (*t, None)).collect::<Vec<_>>(),
+    )
+}
+
+fn forged_with_hosts(volumes: Value, mounts: Value, targets: &[(&str, Option<&str>)]) -> Value {
     let mut hook = vec![
         "/.prestop-injector/prestop-clean".to_owned(),
         "hook".to_owned(),
     ];
-    for target in targets {
+    for (target, host) in targets {
         hook.push("--target".to_owned());
         hook.push((*target).to_owned());
+        if let Some(host) = host {
+            hook.push("--host".to_owned());
+            hook.push((*host).to_owned());
+        }
     }
+    let mut pod = unsealed(volumes, mounts, hook);
+    let sealed = seal(&config().seal, "evil", &pod["spec"]).unwrap();
+    pod["metadata"]["annotations"][SEAL] = json!(sealed);
+    pod
+}
+
+fn unsealed(volumes: Value, mounts: Value, hook: Vec<String>) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "forged", "namespace": "evil", "uid": "uid-forged",
@@ -213,12 +240,12 @@ fn a_forged_pod_gets_only_what_the_rule_allows() {
             facts.refused[0].message
         );
     }
-    // The same pod with a target the rule allows is cleanable: the annotation and argv
-    // are what *mark* a pod, the rule is what decides.
-    let pod = forged(
+    // The same pod with a target the rule allows is cleanable: the annotation, argv and
+    // seal are what *mark* a pod, the rule is what decides.
+    let pod = forged_with_hosts(
         json!([host_path_volume("s", "/mnt/scratch/x")]),
         json!([{"name": "s", "mountPath": "/data"}]),
-        &["/data/sub"],
+        &[("/data/sub", Some("/mnt/scratch/x/sub"))],
     );
     assert_eq!(facts(&pod).cleanable, ["/mnt/scratch/x/sub"]);
 }

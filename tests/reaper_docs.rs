@@ -63,7 +63,8 @@ fn documented_names_match_the_code() {
     // when the webhook's rule is what refuses its open path (here: the same volume is
     // also mounted with a fixed subPath, which the unknown directory might hold).
     assert!(doc.contains("`host_path_unknown`"));
-    let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
+    let mut config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
+    config.seal = prestop_injector::seal_keys::SealKeys::parse(&"5e".repeat(32)).unwrap();
     let hook = json!([
         "/.prestop-injector/prestop-clean",
         "hook",
@@ -83,6 +84,10 @@ fn documented_names_match_the_code() {
                                      {"name": "s", "mountPath": "/shared", "subPath": "shared"}],
                                  "lifecycle": {"preStop": {"exec": {"command": hook}}}}]}
     });
+    // Sealed (docs/REAPER.md#the-seal), so that the reason is the directory's.
+    let mut pod = pod;
+    let sealed = prestop_injector::mutation::seal::seal(&config.seal, "batch", &pod["spec"]);
+    pod["metadata"]["annotations"]["prestop-injector.io/seal"] = json!(sealed.unwrap());
     let facts = pod_facts(&pod, &config).unwrap();
     assert!(facts.cleanable.is_empty());
     let reasons: Vec<&str> = facts.refused.iter().map(|r| r.reason).collect();

@@ -8,10 +8,9 @@ mod core_support;
 mod reaper_support;
 
 use axum::{body::Bytes, http::StatusCode, Router};
-use core_support::{host_path_volume, job, mutate_with, scratch_container};
+use core_support::{host_path_volume, job, scratch_container};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
-use prestop_injector::mutation::Endpoint;
 use prestop_injector::reaper::node::node_message;
 use reaper_support::{config, injected_pod, listed, Node};
 use serde_json::{json, Value};
@@ -63,7 +62,7 @@ fn refused_pod() -> Pod {
         container,
         json!([host_path_volume("scratch", "/mnt/scratch/payroll")]),
     );
-    let job = mutate_with(Endpoint::Mutate, &config(), job).patched;
+    let job = reaper_support::injected_in("batch", job);
     let template = &job["spec"]["template"];
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
     pod["metadata"]["name"] = json!("job-secret-x7k2p-refused");

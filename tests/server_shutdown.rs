@@ -188,6 +188,7 @@ fn serve_without_certificates(args: &[&std::ffi::OsStr]) -> String {
         .env_remove("PRESTOP_INJECTOR_DEV")
         .env_remove("PRESTOP_INJECTOR_TLS_CERT")
         .env_remove("PRESTOP_INJECTOR_TLS_KEY")
+        .env_remove("PRESTOP_INJECTOR_SEAL_KEY_FILE")
         .output()
         .unwrap();
     assert!(!output.status.success());
@@ -236,6 +237,34 @@ fn allow_list_first_is_said_at_start_up() {
             "{stderr}"
         );
     }
+}
+
+/// Whether injected pods are sealed for the reaper is said once at start; a bad key file
+/// stops the server with its line named, never its key.
+#[test]
+fn the_seal_key_is_said_at_start_up() {
+    let stderr = serve_without_certificates(&[]);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("no --seal-key-file") && line.contains("WARN"))
+        .collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("seal.key");
+    let key = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    std::fs::write(&keys, format!("{key}\n{key}\n")).unwrap();
+    let stderr = serve_without_certificates(&["--seal-key-file".as_ref(), keys.as_os_str()]);
+    assert!(
+        stderr.contains("sealing injected pods") && stderr.contains("keys=2"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("no --seal-key-file") && !stderr.contains(key),
+        "{stderr}"
+    );
+    std::fs::write(&keys, "0011\n").unwrap();
+    let stderr = serve_without_certificates(&["--seal-key-file".as_ref(), keys.as_os_str()]);
+    assert!(stderr.contains("line 1 holds 2 bytes"), "{stderr}");
 }
 
 /// A newcomer's first minute (`serve --dev` from the README): no warning about a missing

@@ -162,11 +162,23 @@ remove_work() { # directory...
   fi
 }
 
+# The suite's seal key file (docs/REAPER.md#the-seal), made once in WORK: the webhook
+# seals with it and the suite's reapers verify with it (SEAL_KEY_FILE).
+SEAL_KEY_FILE=
+seal_key_file() {
+  SEAL_KEY_FILE="$WORK/seal.key"
+  [[ -s "$SEAL_KEY_FILE" ]] && return 0
+  (umask 077 && head -c 32 /dev/urandom | od -An -v -tx1 | tr -d ' \n' >"$SEAL_KEY_FILE" &&
+    echo >>"$SEAL_KEY_FILE")
+}
+
 # Our webhook on WEBHOOK_PORT (probes on PROBE_PORT) with the certs of cluster_pki.
 # KUBECONFIG is exported: outside a cluster, `serve` learns the version through it.
 start_webhook() { # config file
+  seal_key_file
   "$BIN" serve --listen "127.0.0.1:$WEBHOOK_PORT" --probe-listen "127.0.0.1:$PROBE_PORT" \
     --tls-cert "$WORK/webhook/tls.crt" --tls-key "$WORK/webhook/tls.key" --config "$1" \
+    --seal-key-file "$SEAL_KEY_FILE" \
     --shutdown-delay 0s --drain-timeout 2s --cert-poll-interval 1s --log-level info,prestop_injector=debug \
     >>"$WORK/webhook.log" 2>&1 &
   WEBHOOK_PID=$!

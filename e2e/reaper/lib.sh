@@ -27,7 +27,9 @@ start_reaper() { # extra flags (--dry-run, --delay 10s, ...); waits for /readyz
   local started delay=(--delay 2s)
   [[ " $* " == *" --delay "* ]] && delay=()
   started=$(date +%s.%N)
+  seal_key_file
   "$BIN" reap --node-name "$NODE" --config "$REAPER_CONFIG" --host-root "$HOST" \
+    --seal-key-file "$SEAL_KEY_FILE" \
     --state-file "$REAPER_STATE" "${delay[@]}" --metrics-listen "127.0.0.1:$REAPER_PORT" \
     --log-level info,prestop_injector=debug "$@" >>"$REAPER_LOG" 2>&1 &
   REAPER_PID=$!

@@ -33,7 +33,9 @@ scenario "a pod the webhook did not inject is never touched" not_injected
 scenario "--dry-run: ScratchDirectoryWouldEmpty and the metric, files untouched" dry_run
 scenario "API server down: nothing emptied, watch restarted, in sync again, no spurious deletion" apiserver_down
 scenario "target swapped for a symlink to a canary after the pod is gone: refused" symlink_swap
-scenario "forged pod (hand-written status and hook, target outside /scratch): refused, never touched" forged
+scenario "forged pod (hand-written status and hook, no seal, below /scratch): refused as unsealed, never touched" forged
+scenario "sealed pod copied to another namespace: refused as seal_mismatch, never touched" copied_elsewhere
+scenario "sealed pod copied with inject: \"false\": ignored, never recorded, never touched" copied_opted_out
 
 log "suite took $(($(date +%s) - started)) s (kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"

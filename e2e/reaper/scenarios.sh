@@ -227,14 +227,16 @@ symlink_swap() {
   expect "the cleaner said why" grep -q 's7-link is a symlink' "$REAPER_LOG"
 }
 
-# 7b. A forged pod: our status annotation and hook written by hand, on a host path the
-# webhook would refuse. The reaper re-derives the target with the webhook's rule.
+# 7b. A forged pod: our status annotation and our program's exact hook (with --host)
+# written by hand, on a directory below /scratch that the webhook's rule allows, created
+# while no webhook sees it (as in a namespace the webhook does not serve). It carries no
+# seal (docs/REAPER.md#the-seal): refused as unsealed, never recorded, never emptied.
 forged() {
   local ev_ScratchDirectoryRefused
   ev_ScratchDirectoryRefused=$(node_event_count ScratchDirectoryRefused)
-  local name=s7-forged canary="$HOST/outside/canary" before mwc
-  fill "$canary"
-  before=$(rmetric "${P}refusals_total{reason=\"not_allowed\"}")
+  local name=s7-forged dir="$HOST/scratch/s7-forged" before mwc
+  fill "$dir"
+  before=$(rmetric "${P}refusals_total{reason=\"unsealed\"}")
   mwc=$(k get mutatingwebhookconfigurations -o name)
   expect "the mutating webhook configuration deleted" quiet k delete $mwc
   kc create -f - <<EOF
@@ -243,28 +245,106 @@ kind: Pod
 metadata:
   name: $name
   namespace: e2e
-  annotations: {prestop-injector.io/status: '{"version":1,"containers":["app"]}'}
+  annotations: {prestop-injector.io/status: '{"version":1,"containers":["app"],"grace":40}'}
 spec:
   nodeName: $NODE
+  restartPolicy: Never
   containers:
   - name: app
     image: busybox:1.37
     command: [sleep, "3600"]
-    lifecycle: {preStop: {exec: {command: [/.prestop-injector/prestop-clean, hook, --target, /data]}}}
+    lifecycle: {preStop: {exec: {command: [/.prestop-injector/prestop-clean, hook, --target, /data, --host, /scratch/$name]}}}
     volumeMounts: [{name: data, mountPath: /data}]
   volumes:
   - name: data
-    hostPath: {path: /outside/canary}
+    hostPath: {path: /scratch/$name}
 EOF
   expect "the forged pod is stored as written" test "$STATUS" -eq 0
-  expect "refusals{not_allowed} +1" wait_for 30 rmetric_is "${P}refusals_total{reason=\"not_allowed\"}" $((before + 1))
+  expect "refusals{unsealed} +1" wait_for 30 rmetric_is "${P}refusals_total{reason=\"unsealed\"}" $((before + 1))
   expect "a ScratchDirectoryRefused Event (counts and reasons only)" wait_for 30 more_node_events ScratchDirectoryRefused "$ev_ScratchDirectoryRefused"
   expect "no Node Event names $name" no_node_event_names $name
+  expect "the log names the pod and why" grep -q "of pod e2e/$name cannot be proven injected by the webhook" "$REAPER_LOG"
   expect "never recorded" not_recorded $name
   expect "the webhook configurations applied again" apply_webhook_configs cluster-wide
   force_delete $name
   expect "the pod is gone" wait_for 30 pod_gone $name
   expect "the reaper decided on everything deleted before a later marker" decided
-  expect "the canary is untouched" untouched "$canary"
+  expect "its directory is untouched" untouched "$dir"
+  expect "never recorded" not_recorded $name
+}
+
+# The seal of a pod the webhook injected.
+has_seal() { # namespace pod
+  k get pod -n "$1" "$2" -o json |
+    jq -e '.metadata.annotations["prestop-injector.io/seal"] // "" | startswith("v1:")' >/dev/null
+}
+# A stored pod as a new manifest: its annotations (status, seal) and spec, another name
+# and namespace.
+copy_of() { # name namespace < pod JSON
+  jq --arg n "$1" --arg ns "$2" \
+    '{apiVersion, kind, metadata: {name: $n, namespace: $ns, annotations: .metadata.annotations}, spec}'
+}
+# A pod the webhook injected and sealed, its JSON kept in $WORK/<name>.json, then deleted
+# and its directory emptied by the reaper (the seal is good), and filled again.
+sealed_then_gone() { # name
+  local dir="$HOST/scratch/$1"
+  fill "$dir"
+  create_pod "$1" "/scratch/$1"
+  expect "the webhook injected and sealed $1" has_seal e2e "$1"
+  expect "recorded" wait_for 30 record_of "$1"
+  k get pod -n e2e "$1" -o json >"$WORK/$1.json"
+  force_delete "$1"
+  expect "$1 is gone" wait_for 30 pod_gone "$1"
+  expect "its directory emptied (the webhook's own pod, sealed)" wait_for 60 is_emptied "$dir"
+  fill "$dir"
+}
+
+# 7c. A sealed pod copied, seal and all, into another namespace while no webhook sees it:
+# the seal binds the namespace, so the copy is refused as seal_mismatch.
+copied_elsewhere() {
+  local ev_ScratchDirectoryRefused
+  ev_ScratchDirectoryRefused=$(node_event_count ScratchDirectoryRefused)
+  local src=s7-sealed name=s7-copy dir="$HOST/scratch/s7-sealed" before mwc
+  sealed_then_gone $src
+  before=$(rmetric "${P}refusals_total{reason=\"seal_mismatch\"}")
+  k get namespace e2e-other >/dev/null 2>&1 || k create namespace e2e-other >/dev/null
+  mwc=$(k get mutatingwebhookconfigurations -o name)
+  expect "the mutating webhook configuration deleted" quiet k delete $mwc
+  kc create -f - <<<"$(copy_of $name e2e-other <"$WORK/$src.json")"
+  expect "the copy is stored" test "$STATUS" -eq 0
+  expect "the copy carries the seal of $src" has_seal e2e-other $name
+  expect "refusals{seal_mismatch} +1" wait_for 30 rmetric_is "${P}refusals_total{reason=\"seal_mismatch\"}" $((before + 1))
+  expect "a ScratchDirectoryRefused Event (counts and reasons only)" wait_for 30 more_node_events ScratchDirectoryRefused "$ev_ScratchDirectoryRefused"
+  expect "no Node Event names $name" no_node_event_names $name
+  expect "the log names the pod and why" grep -q "of pod e2e-other/$name has a prestop-injector.io/seal that none" "$REAPER_LOG"
+  expect "never recorded" not_recorded $name
+  expect "the webhook configurations applied again" apply_webhook_configs cluster-wide
+  k delete pod -n e2e-other $name --grace-period=0 --force --wait=false >/dev/null 2>&1
+  copy_gone() { ! k get pod -n e2e-other s7-copy >/dev/null 2>&1; }
+  expect "the copy is gone" wait_for 30 copy_gone
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "the directory is untouched" untouched "$dir"
+  expect "never recorded" not_recorded $name
+}
+
+# 7d. A sealed pod copied in its own namespace with inject: "false" added: the webhook
+# leaves an opted-out pod alone, seal included, and that seal verifies; the reaper honours
+# the opt-out and never records or empties it.
+copied_opted_out() {
+  local src=s7-src name=s7-optout dir="$HOST/scratch/s7-src"
+  sealed_then_gone $src
+  kc create -f - <<<"$(copy_of $name e2e <"$WORK/$src.json" |
+    jq '.metadata.annotations["prestop-injector.io/inject"] = "false"')"
+  expect "the copy is stored" test "$STATUS" -eq 0
+  expect "the webhook left it as written: the seal" has_seal e2e $name
+  expect "and our hook" is_injected $name
+  # The marker is created after the copy and the watch is ordered: once the marker's
+  # directory is emptied, the reaper has seen the copy.
+  expect "the reaper decided on everything created before a later marker" decided
+  expect "never recorded" not_recorded $name
+  force_delete $name
+  expect "the pod is gone" wait_for 30 pod_gone $name
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "the directory is untouched" untouched "$dir"
   expect "never recorded" not_recorded $name
 }

@@ -15,6 +15,8 @@
 //! - On `/mutate/auto` without a cleanup annotation, only provably private, per-pod
 //!   directories are cleaned (see `sharing`); an exec-hook cleanup goes only where the
 //!   kubelet cannot start the container again in its pod (see `restarts`).
+//! - A template whose cleanup we inject is sealed for its namespace (see `seal`), so that
+//!   the reaper can tell our cleanup from a copy; without a key nothing is sealed.
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
 //!   value and the accepted forms.
 
@@ -44,6 +46,7 @@ mod orphan;
 mod pod;
 mod request;
 pub mod scope;
+pub mod seal;
 pub mod shell_fix;
 pub mod targets;
 
@@ -199,8 +202,14 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
         let found = pod::mutate(template, original, &settings, config)?;
         if records {
             let injected = annotations_at(Some(template)).is_some_and(|a| a.contains_key(STATUS));
-            set_record(template, injected.then(|| record::render(&settings)));
+            set_annotation(
+                template,
+                SETTINGS,
+                injected.then(|| record::render(&settings)),
+            );
         }
+        let sealed = seal::wanted(template, namespace_of(request, object), config);
+        set_annotation(template, seal::SEAL, sealed);
         Ok(found)
     });
     let mut operations = match mutated {
@@ -269,15 +278,16 @@ fn annotations_at(template: Option<&Value>) -> Option<&Map<String, Value>> {
     template?.at("/metadata/annotations")?.as_object()
 }
 
-/// Sets (or removes) the record of settings on a pod template, touching nothing else.
-fn set_record(template: &mut Value, record: Option<String>) {
-    match record {
+/// Sets (or removes) one of our annotations on a pod template (the record of settings,
+/// the seal), touching nothing else.
+fn set_annotation(template: &mut Value, key: &str, text: Option<String>) {
+    match text {
         Some(text) => {
             if let Some(annotations) =
                 pod::child(template, "metadata").and_then(|m| pod::child(m, "annotations"))
             {
-                if annotations.get(SETTINGS).and_then(Value::as_str) != Some(text.as_str()) {
-                    annotations[SETTINGS] = Value::String(text);
+                if annotations.get(key).and_then(Value::as_str) != Some(text.as_str()) {
+                    annotations[key] = Value::String(text);
                 }
             }
         }
@@ -286,10 +296,19 @@ fn set_record(template: &mut Value, record: Option<String>) {
                 .at_mut("/metadata/annotations")
                 .and_then(Value::as_object_mut)
             {
-                annotations.remove(SETTINGS);
+                annotations.shift_remove(key);
             }
         }
     }
+}
+
+/// The namespace the object (and so every pod made from its template) lives in.
+fn namespace_of<'r>(request: &'r Request, object: &'r Value) -> Option<&'r str> {
+    request
+        .namespace
+        .as_deref()
+        .or_else(|| object.at("/metadata/namespace").and_then(Value::as_str))
+        .filter(|namespace| !namespace.is_empty())
 }
 
 /// `namespace/name` of the object for messages; `generateName` objects have no name yet.

@@ -5,18 +5,22 @@
 //!   emptied while a pod on the node uses it, a parent of it or a child of it. A
 //!   `subPathExpr` is expanded when the pod says for certain what it is
 //!   ([`super::expand`]); otherwise the use stays open (every directory it might be).
-//! - **Cleanable**: only for an *injected* pod (our status annotation), the host
-//!   directories of the targets of the cleanup we injected: the `--target`s of the
-//!   cleaner program's hook (or a v1 shell hook) in each app container and of our cleanup
-//!   sidecar. The annotation's content is never trusted: each target goes through the
-//!   webhook's own rule ([`check_target`], with the reaper's config), and only an exact
-//!   host path (a `subPathExpr` expanded for certain) is kept. Anything refused is
-//!   reported, never recorded.
+//! - **Cleanable**: only for an *injected* pod (our status annotation, and a seal that
+//!   one of the reaper's keys made for its namespace and the cleanup containers, mounts
+//!   and volumes it has now: [`crate::mutation::seal`]; never with `inject: "false"`),
+//!   the host directories of the targets of the cleanup we injected: the `--target`s of
+//!   the cleaner program's hook (or a v1 shell hook) in each app container and of our
+//!   cleanup sidecar. The annotation's content is never trusted: each target goes through
+//!   the webhook's own rule ([`check_target`], with the reaper's config), only an exact
+//!   host path (a `subPathExpr` expanded for certain) is kept, and it must be the one the
+//!   target's `--host` names. Anything refused is reported, never recorded.
 
 use super::expand;
 use crate::config::Config;
-use crate::mutation::hook::{sidecar_targets, target_paths, Action, Hook};
-use crate::mutation::scope::settings::STATUS;
+use crate::mutation::hook::Target;
+use crate::mutation::scope::record::{self, Recorded};
+use crate::mutation::scope::settings::{Annotations, SEAL, STATUS};
+use crate::mutation::seal::{self, Cleaner, Verdict};
 use crate::mutation::targets::{
     check_target, container_mounts, mount_host_path_with, mount_of, pod_views_resolving, HostPath,
     PathRefusal, SubPath,
@@ -76,22 +80,32 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(STATUS))
         .is_none()
+        || opted_out(pod, config)
     {
         return Some(facts);
     }
-    for (container, targets) in injected_targets(spec) {
-        let name = container.get("name").and_then(Value::as_str).unwrap_or("");
-        for target in targets {
-            match host_directory(pod, spec, container, &target, config) {
+    let cleaners = seal::cleanup_containers(spec);
+    let sealed = sealed(pod, spec, &facts.namespace, config);
+    for cleaner in &cleaners {
+        let name = cleaner.name();
+        for target in &cleaner.targets {
+            let decided = sealed.clone().and_then(|()| {
+                let dir = host_directory(pod, spec, cleaner.container, &target.path, config)?;
+                match dir {
+                    Some(dir) => same_as_argv(dir, cleaner, target, pod).map(Some),
+                    None => Ok(None),
+                }
+            });
+            match decided {
                 Ok(Some(dir)) if !facts.cleanable.contains(&dir) => facts.cleanable.push(dir),
                 Ok(_) => {}
                 Err((reason, why)) => facts.refused.push(Refused {
                     container: name.to_owned(),
                     message: format!(
-                        "target {target} of container {name:?} of pod {}/{} {why}",
-                        facts.namespace, facts.name
+                        "target {} of container {name:?} of pod {}/{} {why}",
+                        target.path, facts.namespace, facts.name
                     ),
-                    target,
+                    target: target.path.clone(),
                     reason,
                     why,
                 }),
@@ -101,41 +115,74 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
     Some(facts)
 }
 
-/// Each container that runs our cleanup, with its targets as the pod spec says them.
-fn injected_targets(spec: &Value) -> Vec<(&Value, Vec<String>)> {
-    let list = |field: &str| {
-        spec.get(field)
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-    };
-    let argv = |value: Option<&Value>| -> Option<Vec<String>> {
-        value?
-            .as_array()?
-            .iter()
-            .map(|a| a.as_str().map(str::to_owned))
-            .collect()
-    };
-    let mut found = Vec::new();
-    for container in list("containers") {
-        let command = argv(container.pointer("/lifecycle/preStop/exec/command"));
-        if let Some(Hook {
-            action: Action::Cleanup(targets),
-            ..
-        }) = command.as_deref().and_then(Hook::from_argv)
-        {
-            found.push((container, target_paths(&targets)));
-        }
+/// `inject: "false"` on the pod, or in the settings record its template carried: the
+/// pod is ignored (never recorded, never emptied, no refusal reported), as the webhook
+/// ignores it. A value we cannot read counts as an opt-out (fail closed).
+fn opted_out(pod: &Value, config: &Config) -> bool {
+    let annotations = pod.pointer("/metadata/annotations");
+    if Annotations::new(Some(pod), None).opted_out() != Ok(false) {
+        return true;
     }
-    for container in list("initContainers") {
-        if let Some(targets) = argv(container.get("command"))
-            .as_deref()
-            .and_then(sidecar_targets)
-        {
-            found.push((container, targets));
+    matches!(
+        record::read(annotations.and_then(Value::as_object), config),
+        Ok(Some(Recorded::OptedOut)) | Err(_)
+    )
+}
+
+/// Whether the webhook sealed the pod's cleanup as it is now, for its own namespace
+/// ([`seal::verify`] under the reaper's keys): a copied status annotation and argv, a
+/// seal moved to another namespace or kept over changed mounts or volumes are refused.
+fn sealed(pod: &Value, spec: &Value, namespace: &str, config: &Config) -> Result<(), Refusal> {
+    let annotation = pod
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(SEAL))
+        .and_then(Value::as_str);
+    let verdict = seal::verify(&config.seal, namespace, spec, annotation);
+    let Some(reason) = verdict.reason() else {
+        return Ok(());
+    };
+    let why = match verdict {
+        Verdict::Unsealed if config.seal.is_empty() => {
+            "cannot be proven injected by the webhook: the reaper has no seal key".to_owned()
         }
-    }
-    found
+        Verdict::Unsealed => format!(
+            "cannot be proven injected by the webhook: it has no {SEAL} annotation in the v1 format"
+        ),
+        _ => format!(
+            "has a {SEAL} that none of the reaper's keys made for namespace {namespace:?} and \
+             the pod's cleanup containers, mounts and volumes as they are now"
+        ),
+    };
+    Err((reason, why))
+}
+
+/// `dir` when it is the host directory the target's `--host` names (expanded from the
+/// pod as the program expands it). The shell forms carry no `--host` and rely on the
+/// seal alone; the program's form without one is refused.
+fn same_as_argv(
+    dir: String,
+    cleaner: &Cleaner,
+    target: &Target,
+    pod: &Value,
+) -> Result<String, Refusal> {
+    let Some(host) = &target.host else {
+        if !cleaner.program {
+            return Ok(dir);
+        }
+        let why = format!("is host path {dir}, but its argv names no --host to check it against");
+        return Err(("host_mismatch", why));
+    };
+    let why = match expand::host_text(host, cleaner.container, pod) {
+        Some(expected) if expected == dir => return Ok(dir),
+        Some(expected) => {
+            format!("is host path {dir} by the pod's volumes, but its --host says {expected}")
+        }
+        None => format!(
+            "is host path {dir} by the pod's volumes, but its --host {host} cannot be expanded \
+             for certain from the pod"
+        ),
+    };
+    Err(("host_mismatch", why))
 }
 
 type Refusal = (&'static str, String);

@@ -15,6 +15,27 @@ use serde_json::Value;
 /// The expanded, normalized sub path without leading `/` (`""` for the volume's own
 /// directory), or `None` when it cannot be known for certain.
 pub fn sub_path_expr(expr: &str, container: &Value, pod: &Value) -> Option<String> {
+    let expanded = expand(expr, container, pod)?;
+    // The kubelet refuses an absolute result or one with `..`; so do we.
+    if expanded.starts_with('/') || expanded.split('/').any(|segment| segment == "..") {
+        return None;
+    }
+    if expanded.chars().any(char::is_control) {
+        return None;
+    }
+    let cleaned = normalize(&format!("/{expanded}"))?;
+    Some(cleaned.trim_start_matches('/').to_owned())
+}
+
+/// The host directory a target's `--host` names (`$(VAR)` syntax: a `subPathExpr` kept
+/// verbatim, every other `$` written `$$`), expanded as [`sub_path_expr`] expands, and
+/// normalized; `None` when it cannot be known for certain.
+pub fn host_text(text: &str, container: &Value, pod: &Value) -> Option<String> {
+    normalize(&expand(text, container, pod)?)
+}
+
+/// `$(VAR)` from the container's `env`, `$$` a literal `$`.
+fn expand(expr: &str, container: &Value, pod: &Value) -> Option<String> {
     let mut expanded = String::new();
     let mut rest = expr;
     while let Some(dollar) = rest.find('$') {
@@ -31,15 +52,7 @@ pub fn sub_path_expr(expr: &str, container: &Value, pod: &Value) -> Option<Strin
         rest = &inner[end + 1..];
     }
     expanded.push_str(rest);
-    // The kubelet refuses an absolute result or one with `..`; so do we.
-    if expanded.starts_with('/') || expanded.split('/').any(|segment| segment == "..") {
-        return None;
-    }
-    if expanded.chars().any(char::is_control) {
-        return None;
-    }
-    let cleaned = normalize(&format!("/{expanded}"))?;
-    Some(cleaned.trim_start_matches('/').to_owned())
+    Some(expanded)
 }
 
 /// The value of `$(name)` in `container`, from `env` alone.

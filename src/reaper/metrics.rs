@@ -13,7 +13,10 @@ struct ReasonLabels {
 }
 
 /// Refusal reasons, the closed set of the `reason` label.
-pub const REASONS: [&str; 10] = [
+pub const REASONS: [&str; 13] = [
+    "unsealed",
+    "seal_mismatch",
+    "host_mismatch",
     "protected",
     "not_allowed",
     "rule",

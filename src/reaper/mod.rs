@@ -7,6 +7,8 @@
 //! empties that directory with the cleaner program's fd-relative walk.
 //!
 //! Contract:
+//! - Acts only on pods the webhook sealed ([`crate::mutation::seal`]) with a key of
+//!   `--seal-key-file`, and refuses to start without one.
 //! - Runs only with `allowedHostPathPrefixes` set, and never empties anything the webhook's
 //!   rule ([`crate::mutation::targets::check_target`]) would refuse: targets are
 //!   re-derived from the pod spec ([`derive`]), checked again with the config of the
@@ -37,6 +39,7 @@ pub mod node;
 pub mod state;
 
 use crate::config::Config;
+use crate::seal_keys::SealKeys;
 use crate::server::{duration, logging, shutdown};
 use anyhow::{bail, Context as _};
 use axum::{extract::State, http::StatusCode, response::IntoResponse, routing::get, Router};
@@ -51,7 +54,8 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Try it against a cluster (reports only):\n  \
 prestop-injector reap --node-name NODE --config reaper-config.yaml \\\n    \
---state-file /tmp/reaper-state.json --dry-run\n\n\
+--seal-key-file seal.key --state-file /tmp/reaper-state.json --dry-run\n  \
+(seal.key: the webhook's, from its Secret prestop-injector-seal)\n\n\
 Durations accept 30s, 5m, 1m30s, 200ms or a bare number of seconds.")]
 pub struct ReapArgs {
     /// The node whose pods are watched (in a DaemonSet: the downward API's spec.nodeName).
@@ -65,6 +69,10 @@ pub struct ReapArgs {
     /// The configuration file of the webhook (docs/CONFIG.md); allowedHostPathPrefixes must be set.
     #[arg(long, env = "PRESTOP_INJECTOR_CONFIG", value_name = "FILE")]
     pub config: PathBuf,
+    /// The webhook's seal key file (docs/REAPER.md#the-seal): only pods sealed with one
+    /// of its keys are emptied. Required: without it the reaper refuses to start.
+    #[arg(long, env = "PRESTOP_INJECTOR_SEAL_KEY_FILE", value_name = "FILE")]
+    pub seal_key_file: Option<PathBuf>,
     /// Where the node's filesystem is mounted in this container: host path P is
     /// HOST_ROOT/P (the DaemonSet mounts each allowed prefix below /host).
     #[arg(
@@ -109,13 +117,29 @@ pub struct ReapArgs {
 
 pub fn run(args: ReapArgs) -> anyhow::Result<ExitCode> {
     args.log.init()?;
-    let config = Config::load(&args.config)?;
+    let mut config = Config::load(&args.config)?;
     check_setup(&args, &config)?;
+    config.seal = seal_keys(&args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(reap(args, config))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The keys that prove a pod was injected by the webhook. Without them the reaper could
+/// empty nothing, so it does not start: a crash-looping DaemonSet with this sentence is
+/// clearer than one that runs and refuses every pod.
+fn seal_keys(args: &ReapArgs) -> anyhow::Result<SealKeys> {
+    let Some(path) = &args.seal_key_file else {
+        bail!(
+            "the reaper needs --seal-key-file (the webhook's seal key Secret): it empties only \
+             pods the webhook sealed, and without a key it could prove none"
+        );
+    };
+    let keys = SealKeys::load(path)?;
+    tracing::info!(keys = keys.len(), file = %path.display(), "accepting pods sealed with any of these keys");
+    Ok(keys)
 }
 
 /// Refuses to start when the reaper could clean outside what the operator allowed.

@@ -57,6 +57,7 @@ pub struct Metrics {
     kubernetes_version_known: Gauge,
     kubernetes_minor_version: Gauge,
     allowed_host_path_prefixes: Gauge,
+    seal_keys: Gauge,
     pub in_flight: Gauge,
     pub open_connections: Gauge,
 }
@@ -88,6 +89,7 @@ impl Metrics {
             kubernetes_version_known: Gauge::default(),
             kubernetes_minor_version: Gauge::default(),
             allowed_host_path_prefixes: Gauge::default(),
+            seal_keys: Gauge::default(),
             in_flight: Gauge::default(),
             open_connections: Gauge::default(),
             registry: Registry::default(),
@@ -152,6 +154,11 @@ impl Metrics {
             "allowed_host_path_prefixes",
             "Entries of allowedHostPathPrefixes; 0: nothing that deletes is injected",
             metrics.allowed_host_path_prefixes.clone(),
+        );
+        registry.register(
+            "seal_keys",
+            "Keys of --seal-key-file; 0: nothing is sealed, and the reaper empties nothing",
+            metrics.seal_keys.clone(),
         );
         registry.register(
             "in_flight_requests",
@@ -234,6 +241,11 @@ impl Metrics {
     pub fn set_allowed_host_path_prefixes(&self, count: usize) {
         self.allowed_host_path_prefixes
             .set(i64::try_from(count).unwrap_or(i64::MAX));
+    }
+
+    /// How many seal keys were loaded (0: no pod is sealed for the reaper).
+    pub fn set_seal_keys(&self, count: usize) {
+        self.seal_keys.set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// The OpenMetrics text exposition.

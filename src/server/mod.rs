@@ -9,6 +9,7 @@
 
 use crate::config::Config;
 use crate::kube_version;
+use crate::seal_keys::SealKeys;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -81,6 +82,11 @@ pub struct ServeFlags {
     /// Configuration file (YAML); defaults apply when absent.
     #[arg(long, env = "PRESTOP_INJECTOR_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// The seal's keys (one a line, hex or base64, at least 32 bytes each; the first
+    /// seals): the reaper empties only pods sealed with one of its keys. Without it
+    /// nothing is sealed (docs/REAPER.md#the-seal).
+    #[arg(long, env = "PRESTOP_INJECTOR_SEAL_KEY_FILE", value_name = "FILE")]
+    pub seal_key_file: Option<PathBuf>,
     #[command(flatten)]
     pub log: logging::LogArgs,
     /// Close a connection after its current request once it is older than this, so the
@@ -122,13 +128,25 @@ pub struct ServeFlags {
     pub worker_threads: Option<usize>,
 }
 
+const NO_SEAL_KEY: &str = "no --seal-key-file: injected pods are not sealed, so the node \
+    reaper empties none of their directories (docs/REAPER.md#the-seal)";
+
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let args = *args.flags;
     args.log.init()?;
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
+    match &args.seal_key_file {
+        Some(path) => {
+            config.seal = SealKeys::load(path)?;
+            tracing::info!(keys = config.seal.len(), file = %path.display(), "sealing injected pods for the reaper with the first key");
+        }
+        // Said once; a --dev server serves no cluster's reaper, so there it is no warning.
+        None if args.dev => tracing::info!("{NO_SEAL_KEY}"),
+        None => tracing::warn!("{NO_SEAL_KEY}"),
+    }
     for warning in config.warnings() {
         tracing::warn!(%warning, "configuration");
     }

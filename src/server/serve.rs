@@ -89,6 +89,7 @@ impl Server {
         let metrics = Arc::new(Metrics::new());
         // 0: nothing that deletes is injected (`serve` also says it in its start-up log).
         metrics.set_allowed_host_path_prefixes(settings.config.allowed_host_path_prefixes.len());
+        metrics.set_seal_keys(settings.config.seal.len());
         let (loaded, reloader) = match &source {
             TlsSource::Files(files) => {
                 let (loaded, cert, key) = tls::load(files, &provider)?;

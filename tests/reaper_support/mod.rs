@@ -3,11 +3,12 @@
 //! them, made from the webhook's own patch.
 #![allow(dead_code)]
 
-use crate::core_support::{host_path_volume, job, mutate_with, scratch_container};
+use crate::core_support::{host_path_volume, job, scratch_container};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
+use prestop_injector::admission::Operation;
 use prestop_injector::config::Config;
-use prestop_injector::mutation::Endpoint;
+use prestop_injector::mutation::{decide, Endpoint};
 use prestop_injector::reaper::events::Events;
 use prestop_injector::reaper::ledger::Ledger;
 use prestop_injector::reaper::metrics::Metrics;
@@ -91,8 +92,11 @@ impl Node {
     }
 }
 
+/// The webhook's and the reaper's config: the same seal key (docs/REAPER.md#the-seal).
 pub fn config() -> Config {
-    Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap()
+    let mut config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]\n").unwrap();
+    config.seal = prestop_injector::seal_keys::SealKeys::parse(&"5e".repeat(32)).unwrap();
+    config
 }
 
 pub fn entries(dir: &Path) -> usize {
@@ -106,7 +110,7 @@ pub fn injected_pod(name: &str, host_path: &str) -> Pod {
         scratch_container(),
         json!([host_path_volume("scratch", host_path)]),
     );
-    let job = mutate_with(Endpoint::Mutate, &config(), job).patched;
+    let job = injected_in("batch", job);
     let template = &job["spec"]["template"];
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
     pod["metadata"]["name"] = json!(name);
@@ -114,6 +118,21 @@ pub fn injected_pod(name: &str, host_path: &str) -> Pod {
     pod["metadata"]["uid"] = json!(format!("uid-{name}"));
     pod["spec"]["nodeName"] = json!("node-a");
     serde_json::from_value(pod).unwrap()
+}
+
+/// `object` created in `namespace`, with the webhook's patch applied (and checked to be
+/// stable): the template is sealed for that namespace (docs/REAPER.md#the-seal).
+pub fn injected_in(namespace: &str, object: Value) -> Value {
+    let mut request = crate::core_support::request(Operation::Create, object.clone());
+    request.namespace = Some(namespace.to_owned());
+    let decision = decide(&request, Endpoint::Mutate, &config());
+    let mut patched = object;
+    if let Some(patch) = &decision.patch {
+        json_patch::patch(&mut patched, patch).unwrap();
+    }
+    request.object = Some(patched.clone());
+    assert_eq!(decide(&request, Endpoint::Mutate, &config()).patch, None);
+    patched
 }
 
 /// A pod of someone else that mounts `host_path`, not injected.

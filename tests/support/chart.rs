@@ -62,6 +62,16 @@ fn volume_source(volume: &Value) -> Value {
     if let Some(config_map) = source.get_mut("configMap").and_then(Value::as_object_mut) {
         config_map.remove("name");
     }
+    // The seal key's Secret is named after each install's reaper (prestop-reaper-seal,
+    // prestop-injector-reaper-seal): what it is, not its name.
+    if let Some(secret) = source.get_mut("secret").and_then(Value::as_object_mut) {
+        if secret["secretName"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-seal"))
+        {
+            secret.insert("secretName".into(), Value::from("(the seal key)"));
+        }
+    }
     Value::Object(source)
 }
 

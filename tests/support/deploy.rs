@@ -165,6 +165,8 @@ pub struct Server {
     _dir: tempfile::TempDir,
     /// The HTTPS port.
     pub listen: u16,
+    /// The plain-HTTP probe port (/healthz, /readyz, /metrics).
+    pub probe: u16,
 }
 
 impl Server {
@@ -190,6 +192,11 @@ fn free_port() -> u16 {
 
 /// Status line of `GET path` over plain HTTP, or `None` while nothing answers.
 fn http_status(port: u16, path: &str) -> Option<String> {
+    http_get(port, path).and_then(|response| response.lines().next().map(str::to_owned))
+}
+
+/// The whole response (status line, headers, body) of `GET path` over plain HTTP.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::Read as _;
     use std::time::Duration;
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
@@ -199,14 +206,16 @@ fn http_status(port: u16, path: &str) -> Option<String> {
     stream.write_all(request.as_bytes()).ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    response.lines().next().map(str::to_owned)
+    Some(response)
 }
 
 /// The `serve` arguments of a rendered Deployment's container, made runnable here: its
 /// certificate, key and config flags pointed at `dir/tls.crt`, `dir/tls.key` and `config`,
 /// its listen addresses dropped (`start_server` picks free ones).
+/// A seal key file (docs/REAPER.md#the-seal) is written to `dir` for `--seal-key-file`.
 pub fn local_serve_args(container: &Value, dir: &Path, config: &Path) -> Vec<String> {
     let local = |name: &str| dir.join(name).display().to_string();
+    std::fs::write(dir.join("seal.key"), format!("{}\n", "5e".repeat(32))).unwrap();
     container["args"]
         .as_array()
         .expect("the container has args")
@@ -218,6 +227,7 @@ pub fn local_serve_args(container: &Value, dir: &Path, config: &Path) -> Vec<Str
             Some(("--tls-cert", _)) => format!("--tls-cert={}", local("tls.crt")),
             Some(("--tls-key", _)) => format!("--tls-key={}", local("tls.key")),
             Some(("--config", _)) => format!("--config={}", config.display()),
+            Some(("--seal-key-file", _)) => format!("--seal-key-file={}", local("seal.key")),
             _ => arg.to_owned(),
         })
         .collect()
@@ -251,6 +261,7 @@ pub fn start_server_with_env(args: &[String], env: &[(String, String)]) -> Serve
         log,
         _dir: dir,
         listen,
+        probe,
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

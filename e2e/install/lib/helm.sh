@@ -136,6 +136,9 @@ helm_upgrade_under_load() {
   local before fp
   before=$(webhook_pods | jq -r '[.items[].metadata.name] | sort | join(" ")')
   fp=$(file_fingerprint "$WORK/certs/tls/tls.crt")
+  seal_key() { k -n "$SYSTEM_NS" get secret "$RELEASE-seal" -o json | jq -r '.data["seal.key"]'; }
+  local seal
+  seal=$(seal_key)
   load_start
   expect "creates go through before the upgrade" load_more 5
   expect "helm upgrade --reuse-values --set config.shutdownSeconds=11 --wait" \
@@ -152,6 +155,9 @@ helm_upgrade_under_load() {
   helm_save_cert
   expect "the upgrade kept the serving certificate (the chart looks its Secret up)" \
     test "$(file_fingerprint "$WORK/certs/tls/tls.crt")" == "$fp"
+  # docs/REAPER.md#the-seal: a new key would leave every sealed pod to no reaper.
+  expect "the upgrade kept the seal key (looked up too)" \
+    test -n "$seal" -a "$seal" != null -a "$(seal_key)" == "$seal"
 }
 
 helm_test() {

@@ -62,6 +62,8 @@ resources:
   - ../../certs/$mode
 components:
   - $(realpath --relative-to="$dir/with-reaper" "$ROOT/deploy/components/reaper")
+  # The reaper's copy of the seal key, from certs/generate.sh (docs/INSTALL.md).
+  - ../../certs/reaper-seal
 YAML
   fi
   local bundle

@@ -303,7 +303,9 @@ reaper_after_force_delete() {
   mkdir -p "$HOST/reaped"
   echo "allowedHostPathPrefixes: [$HOST/reaped]" >"$config"
   port=$(free_port)
+  seal_key_file
   "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$WORK/reaper/state.json" \
+    --seal-key-file "$SEAL_KEY_FILE" \
     --delay 10s --metrics-listen "127.0.0.1:$port" >"$WORK/reaper.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")

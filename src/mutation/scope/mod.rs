@@ -8,7 +8,8 @@
 //! next stage, `targets`, turns their cleanup paths into directories.
 
 pub(in crate::mutation) mod gates;
-pub(in crate::mutation) mod record;
+// The reaper reads it too: a recorded `inject: "false"` is honoured there.
+pub(crate) mod record;
 pub(in crate::mutation) mod restarts;
 pub mod settings;
 pub mod workload;

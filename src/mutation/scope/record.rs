@@ -160,7 +160,12 @@ pub fn read(
     {
         let full = format!("{PREFIX}{key}");
         if key.contains('/')
-            || [SETTINGS, crate::mutation::scope::settings::STATUS].contains(&full.as_str())
+            || [
+                SETTINGS,
+                crate::mutation::scope::settings::STATUS,
+                crate::mutation::scope::settings::SEAL,
+            ]
+            .contains(&full.as_str())
         {
             return Err(bad(format!("unknown setting {key:?}; {written_by_us}")));
         }

@@ -21,6 +21,9 @@ pub const INJECT: &str = "prestop-injector.io/inject";
 pub const STATUS: &str = "prestop-injector.io/status";
 /// Written by us on a workload's pod template: its effective settings (see `record`).
 pub const SETTINGS: &str = "prestop-injector.io/settings";
+/// Written by us on a pod template whose cleanup we inject: the reaper's proof that we
+/// did (see `crate::mutation::seal`).
+pub const SEAL: &str = "prestop-injector.io/seal";
 
 /// The largest `ttlSecondsAfterFinished` the API accepts (the field is an int32).
 pub const MAX_TTL_SECONDS: u64 = i32::MAX as u64;
@@ -38,6 +41,7 @@ const KNOWN: &[&str] = &[
     INJECT,
     STATUS,
     SETTINGS,
+    SEAL,
 ];
 
 /// What the injected hook deletes.
@@ -162,7 +166,7 @@ impl<'a> Annotations<'a> {
 
     /// docs/DESIGN.md#scope: any of our annotations other than `status` puts the object in scope —
     /// a `settings` record too: its pods would obey it, so it is recomputed (or removed)
-    /// rather than left as someone wrote it.
+    /// rather than left as someone wrote it; and a `seal`, which the reaper would obey.
     pub fn requests_injection(&self) -> bool {
         self.keys()
             .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS)
