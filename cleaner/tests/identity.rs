@@ -12,13 +12,14 @@ mod support;
 use std::path::Path;
 use std::process::Output;
 
+use support::agent::START_AGENT_SH;
 use support::{assert_canary, plant_canary, stderr, unshare, Sandbox, BIN};
 
 /// Runs `script` as `sh -euc` in a private mount namespace; `$1` is the sandbox
 /// directory, `$2` the binary. `None` when namespaces are unavailable (skipped).
 fn in_namespace(dir: &Path, script: &str) -> Option<Output> {
     let unshare = unshare(&["-m"])?;
-    let setup = format!("D=$1 BIN=$2\nmount --make-rprivate /\n{script}");
+    let setup = format!("D=$1 BIN=$2\nexport D\nmount --make-rprivate /\n{START_AGENT_SH}{script}");
     Some(
         std::process::Command::new(unshare)
             .args(["-m", "sh", "-euc", &setup, "sh"])
@@ -114,26 +115,45 @@ cat "$D/H/scratch/other/f"
     assert_canary(&sandbox.path("H/protected"));
 }
 
+/// A whole filesystem is cleaned only as exactly an allowed prefix (`--whole-filesystem`)
+/// and with the node agent's word that it is the node's filesystem at that path; the
+/// strict rule (no agent) refuses it even when allowed (issue 26: it accepted any).
 #[test]
 fn whole_filesystem_root_is_refused_unless_allowed() {
     let sandbox = Sandbox::new();
     node(&sandbox);
     let script = r#"
-mount -t tmpfs tmpfs "$D/ctr/data"
+mkdir -p "$D/H/disk"
+mount -t tmpfs tmpfs "$D/H/disk"
+mount --bind "$D/H/disk" "$D/ctr/data"
 mkdir "$D/ctr/data/x"; echo junk > "$D/ctr/data/x/f"
+start_agent "$D/agent.sock"
+# The pod sees its volume, not the node's own mount of the disk.
+pod() { unshare -m sh -c 'umount -l "$D/H/disk"; exec "$@"' sh "$@"; }
 set +e
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/disk"; echo "refused=$?"
+pod "$BIN" hook --target "$D/ctr/data" --host "$D/H/disk"; echo "refused=$?"
+pod "$BIN" hook --target "$D/ctr/data" --host "$D/H/disk" --whole-filesystem; echo "no-agent=$?"
+pod "$BIN" hook --node-agent "$D/agent.sock" --target "$D/ctr/data" --host "$D/H/disk"; echo "not-allowed=$?"
 ls -A "$D/ctr/data"
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/disk" --whole-filesystem; echo "allowed=$?"
+pod "$BIN" hook --node-agent "$D/agent.sock" --target "$D/ctr/data" --host "$D/H/disk" --whole-filesystem; echo "allowed=$?"
 ls -A "$D/ctr/data" | wc -l
 "#;
     let Some(output) = in_namespace(sandbox.dir.path(), script) else {
         return;
     };
     let err = stderr(&output);
-    assert_eq!(out(&output), "refused=1\nx\nallowed=0\n0\n", "{err}");
+    assert_eq!(
+        out(&output),
+        "refused=1\nno-agent=1\nnot-allowed=1\nx\nallowed=0\n0\n",
+        "{err}"
+    );
     assert!(
         err.contains("but the node mounted the root of a whole filesystem (tmpfs "),
+        "{err}"
+    );
+    assert!(err.contains("cleaned only with the node agent"), "{err}");
+    assert!(
+        err.contains("allowedHostPathPrefixes does not list exactly"),
         "{err}"
     );
 }
