@@ -534,21 +534,28 @@ fn judge(
     }
     let node = match opened {
         Ok(node) => node,
-        Err(Errno::LOOP) => {
-            return Err(format!(
-                "refused: {} is a symlink on the node; {pods}",
-                first_symlink(host, root).map_or_else(
-                    || format!("a component of {shown}"),
-                    |at| format!("the node's {}, on the way to {shown},", escape(at))
-                )
-            ))
+        // A symlink in the middle is ELOOP (RESOLVE_NO_SYMLINKS); the last one is
+        // ENOTDIR (O_NOFOLLOW opens the link itself, which is no directory).
+        Err(err @ (Errno::LOOP | Errno::NOTDIR)) => {
+            return Err(match first_symlink(host, root) {
+                Some(at) if at == host => {
+                    format!("refused: the node's {shown} is a symlink on the node; {pods}")
+                }
+                Some(at) => format!(
+                    "refused: the node's {}, on the way to {shown}, is a symlink on the node; \
+                     {pods}",
+                    escape(at)
+                ),
+                None if err == Errno::LOOP => format!(
+                    "refused: a component of the node's {shown} is a symlink on the node; {pods}"
+                ),
+                None => format!(
+                    "differs: the node's {shown} is not a directory (or a component of it is \
+                     not); {pods}"
+                ),
+            })
         }
         Err(Errno::NOENT) => return Err(format!("differs: the node has no {shown}; {pods}")),
-        Err(Errno::NOTDIR) => {
-            return Err(format!(
-            "differs: the node's {shown} is not a directory (or a component of it is not); {pods}"
-        ))
-        }
         Err(err) => {
             return Err(format!(
                 "refused: cannot resolve {shown} on the node: {err}; {pods}"

@@ -88,15 +88,16 @@ impl Drop for NodeAgent {
 }
 
 /// Shell functions for scripts that run in a mount namespace (`$BIN` set):
-/// `start_agent SOCKET [ARGS...]` starts `$BIN node-agent --host-root / --socket SOCKET
-/// ARGS...` in the background, logging to `SOCKET.log`, waits until it serves (10 s at
+/// `start_agent SOCKET [ARGS...]` starts `$BIN node-agent --host-root ${HOST_ROOT:-/}
+/// --socket SOCKET ARGS...` in the background, logging to `SOCKET.log`, waits until it serves (10 s at
 /// most) and stops it when the script exits; `$AGENT` is its pid.
 pub const START_AGENT_SH: &str = r#"
 start_agent() {
   sock=$1; shift
-  "$BIN" node-agent --host-root / --socket "$sock" "$@" 2>>"$sock.log" &
+  "$BIN" node-agent --host-root "${HOST_ROOT:-/}" --socket "$sock" "$@" 2>>"$sock.log" &
   AGENT=$!
-  trap 'kill $AGENT 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+  AGENTS="${AGENTS:-} $AGENT"
+  trap 'kill $AGENTS 2>/dev/null || true; wait 2>/dev/null || true' EXIT
   tries=0
   until grep -q serving "$sock.log" 2>/dev/null; do
     tries=$((tries + 1))
