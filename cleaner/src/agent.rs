@@ -108,6 +108,8 @@ pub fn ask(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
         )
     }) {
         Ok(sent) if sent == request.len() => {}
+        // An agent that is busy answers and closes at once; its answer is still to read.
+        Err(Errno::PIPE | Errno::CONNRESET) => {}
         Ok(sent) => {
             return Verdict::Refused(format!(
                 "the node agent at {at} took {sent} of the request's {} bytes",
@@ -257,9 +259,9 @@ fn start(args: &AgentArgs) -> Result<(), String> {
         if in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_IN_FLIGHT {
             in_flight.fetch_sub(1, Ordering::SeqCst);
             // A fresh socket's buffer takes one line without blocking.
+            log(&stream, b"-", "refused: busy");
             let _ = stream.set_write_timeout(Some(TIMEOUT));
             let _ = (&stream).write_all(b"refused: busy\n");
-            log(&stream, b"-", "refused: busy");
             continue;
         }
         let slot = Slot(in_flight.clone());
@@ -267,9 +269,10 @@ fn start(args: &AgentArgs) -> Result<(), String> {
         std::thread::spawn(move || {
             let _slot = slot;
             let (host, answer) = answer(&stream, root.as_fd(), &allow);
+            // Logged before the client can act on the answer.
+            log(&stream, host.as_deref().unwrap_or(b"-"), &answer);
             let _ = stream.set_write_timeout(Some(TIMEOUT));
             let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
-            log(&stream, host.as_deref().unwrap_or(b"-"), &answer);
         });
     }
     Err("the listening socket failed".to_owned())
