@@ -3,9 +3,11 @@
 //! This library holds what the webhook and the program must agree on — the argv format
 //! ([`argv`]) — and the cleaning itself, in two entry points:
 //! - [`clean_target`], for the hook and the sidecar inside a pod: checks the target's
-//!   identity first ([`identity`]: its mount in `/proc/self/mountinfo` must show the host
-//!   directory the webhook expected, not a whole filesystem unless allowed, and not
-//!   another mount's root), then empties it and never enters another mount's root;
+//!   identity first ([`identity`]: the opened directory must be the node's directory at
+//!   the whole expected host path, by the node agent's word ([`agent`]) or else by the
+//!   strict rule on its mount in `/proc/self/mountinfo`; not a whole filesystem unless
+//!   allowed, and not another mount's root), then empties it and never enters another
+//!   mount's root;
 //! - [`empty_directory`], for the node reaper, which works on host paths through its own
 //!   host-root mount and has no expected identity to check (it decides by identity on its
 //!   own side, from the pods' mounts): the walk alone.

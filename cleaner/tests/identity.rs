@@ -799,3 +799,31 @@ count /mnt/scratch/job
         assert!(err.contains(sentence), "no {sentence:?} in\n{err}");
     }
 }
+
+/// The limit of the strict rule, closed by the agent: `/mnt/scratch/x` is a symlink into
+/// another filesystem (`/data`, a disk a tenant can write) where the tenant made the
+/// whole path again (`/data/mnt/scratch/x`), so the mount's root *equals* the expected
+/// host path. Only the node can tell: with the agent it is refused.
+#[test]
+fn a_path_repeated_on_another_filesystem_is_refused_by_the_agent() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+node_fs /data
+plant /data/mnt/scratch/x
+mkdir -p /mnt/scratch
+ln -s /data/mnt/scratch/x /mnt/scratch/x
+kubelet /mnt/scratch/x /ctr/data
+grep -q " /mnt/scratch/x /ctr/data " /proc/self/mountinfo && echo root-equals-host
+start_agent /agent/a.sock --allow /mnt/scratch
+run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/x
+intact /data/mnt/scratch/x
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "root-equals-host\nagent=1\n", "{err}");
+    assert!(
+        err.contains("the node's /mnt/scratch/x is a symlink on the node"),
+        "{err}"
+    );
+}
