@@ -630,6 +630,12 @@ for mode in strict agent; do
   run "$mode-below" $agent --target /ctr/a/x --host /mnt/disk/job-1/x
   count /mnt/disk/job-1; count /mnt/disk/vol/a/b; count /mnt/disk/job-3
 done
+# Pods run as any uid: the socket is open to them, and the agent logs who asked.
+fill /mnt/disk/job-1; chown -R 65534:65534 /mnt/disk/job-1
+run_cmd nobody setpriv --reuid 65534 --regid 65534 --clear-groups -- \
+  "$BIN" hook --node-agent /agent/a.sock --target /ctr/a --host /mnt/disk/job-1
+count /mnt/disk/job-1
+grep -c " uid 65534: /mnt/disk/job-1: same" /agent/a.sock.log
 intact /mnt/disk/other
 "#
     );
@@ -641,7 +647,8 @@ intact /mnt/disk/other
         "strict-hostpath=1\nstrict-subpath=1\nstrict-subpathexpr=1\nstrict-below=1\n\
          /mnt/disk/job-1: 2\n/mnt/disk/vol/a/b: 2\n/mnt/disk/job-3: 2\n\
          agent-hostpath=0\nagent-subpath=0\nagent-subpathexpr=0\nagent-below=0\n\
-         /mnt/disk/job-1: 0\n/mnt/disk/vol/a/b: 0\n/mnt/disk/job-3: 0\n",
+         /mnt/disk/job-1: 0\n/mnt/disk/vol/a/b: 0\n/mnt/disk/job-3: 0\n\
+         nobody=0\n/mnt/disk/job-1: 0\n1\n",
         "{err}"
     );
     for (host, root, at) in [

@@ -13,7 +13,8 @@
 //! - `kubelet HOSTPATH CONTAINERPATH`: bind-mounts as the kubelet does, following every
 //!   symlink on the node;
 //! - `start_agent SOCKET [ARGS...]` (see [`super::agent::START_AGENT_SH`]);
-//! - `run NAME ARGS...`: `pod /prestop-clean hook ARGS...`, then prints `NAME=<status>`.
+//! - `run NAME ARGS...`: `pod /prestop-clean hook ARGS...`, then prints `NAME=<status>`;
+//!   `run_cmd NAME CMD...` the same for any command (`setpriv … "$BIN" hook …`).
 
 use std::path::Path;
 use std::process::Output;
@@ -57,7 +58,8 @@ intact() {
 node_fs() { mkdir -p "$1"; mount -t tmpfs "node$1" "$1"; NODE_FS="$NODE_FS $1"; }
 pod() { NODE_FS=$NODE_FS unshare -m sh -c 'for m in $NODE_FS; do umount -l "$m"; done; exec "$@"' sh "$@"; }
 kubelet() { mkdir -p "$2"; mount --bind "$1" "$2"; }
-run() { name=$1; shift; set +e; pod "$BIN" hook "$@"; echo "$name=$?"; set -e; }
+run() { name=$1; shift; run_cmd "$name" "$BIN" hook "$@"; }
+run_cmd() { name=$1; shift; set +e; pod "$@"; echo "$name=$?"; set -e; }
 "#;
 
 /// Runs `script` on a fresh node (see the module docs); `dir` is a scratch directory of
