@@ -123,7 +123,16 @@ pub fn ask(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
     }
     let mut answer = Vec::new();
     let mut chunk = [0u8; 512];
+    // One deadline for the whole answer, however it is split.
+    let deadline = Instant::now() + TIMEOUT;
     while !answer.ends_with(b"\n") && answer.len() <= MAX_REQUEST {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return Verdict::Unreachable(format!(
+                "the node agent at {at} did not answer within {} s",
+                TIMEOUT.as_secs()
+            ));
+        }
         match (&stream).read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => answer.extend_from_slice(&chunk[..n]),
@@ -152,10 +161,12 @@ pub fn ask(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
     })
 }
 
-/// `same\n`, `differs: …\n` or `refused: …\n`; anything else is `None`.
+/// `same\n`, `differs: …\n` or `refused: …\n`; anything else is `None`, including a
+/// control character in the line (the agent escapes every path), so that whatever answers
+/// on the socket cannot forge a line of the cleaner's output.
 pub fn parse_answer(answer: &[u8]) -> Option<Verdict> {
     let line = std::str::from_utf8(answer.strip_suffix(b"\n")?).ok()?;
-    if line.contains('\n') {
+    if line.chars().any(char::is_control) {
         return None;
     }
     if line == "same" {
@@ -638,6 +649,10 @@ mod tests {
             b"same\nsame\n",
             b"Same\n",
             b"differs\n",
+            // Control characters could forge or erase a line of the cleaner's output.
+            b"differs: a\rb\n",
+            b"refused: \x1b[2Kx\n",
+            b"refused: \xff\n",
         ] {
             assert_eq!(parse_answer(bad), None, "{bad:?}");
         }

@@ -110,10 +110,11 @@ pub(crate) fn check(
     match node_agent.map(|socket| agent::ask(socket, &host, fd)) {
         Some(Verdict::Same) => whole_filesystem_allowed(&host, mount, target.whole_filesystem)?,
         Some(Verdict::Differs(why) | Verdict::Refused(why)) => {
+            // `why` holds no control character (agent::parse_answer): one line of ours.
             return Err(format!(
                 "the node agent says the opened target is not the node's {}: {why}",
                 escape(host.as_bytes())
-            ))
+            ));
         }
         Some(Verdict::Unreachable(why)) => {
             match_host(&host, suffix, mount, target.whole_filesystem)
