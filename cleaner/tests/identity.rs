@@ -834,3 +834,48 @@ intact /data/mnt/scratch/x
         "{err}"
     );
 }
+
+/// The race: the kubelet mounted the victim through a planted symlink, and the tenant now
+/// keeps swapping `/mnt/scratch/job` between the symlink, nothing and a real directory of
+/// its own, hoping the node agent looks at the real one. It compares identities, not
+/// names: 100 runs, never `same`, the victim intact.
+#[test]
+fn a_host_path_swapped_during_the_check_never_reaches_the_victim() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+plant /victim
+mkdir -p /mnt/scratch/job
+ln -s /victim /mnt/scratch/link
+kubelet /mnt/scratch/link /ctr/data
+start_agent /agent/a.sock --allow /mnt/scratch
+(
+  while [ ! -e /tmp/stop ]; do
+    mv /mnt/scratch/job /mnt/scratch/.real
+    ln -s /victim /mnt/scratch/job
+    rm /mnt/scratch/job
+    mv /mnt/scratch/.real /mnt/scratch/job
+  done
+) &
+SWAPPER=$!
+i=0
+while [ $i -lt 100 ]; do
+  i=$((i + 1))
+  run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/job
+done
+touch /tmp/stop
+wait $SWAPPER
+intact /victim
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "agent=1\n".repeat(100), "{err}");
+    assert!(!err.contains("emptied"), "{err}");
+    let (differs, symlink) = (
+        err.matches("the node's /mnt/scratch/job is 0:").count()
+            + err.matches("the node has no /mnt/scratch/job").count(),
+        err.matches("is a symlink on the node").count(),
+    );
+    assert_eq!(differs + symlink, 100, "{err}");
+    eprintln!("100 runs: {differs} differs, {symlink} refused a symlink");
+}
