@@ -447,13 +447,15 @@ mkdir -p /mnt
 ln -s /run /mnt/disk
 kubelet /mnt/disk /ctr/link
 node_fs /mnt/disk2
-kubelet /run /ctr/alias
+node_fs /srv
+plant /srv
+kubelet /srv /ctr/alias
 start_agent /agent/a.sock --allow /mnt/disk --allow /mnt/disk2
 run strict --target /ctr/link --host /mnt/disk --whole-filesystem
 run agent --node-agent /agent/a.sock --target /ctr/link --host /mnt/disk --whole-filesystem
 run alias-strict --target /ctr/alias --host /mnt/disk2 --whole-filesystem
 run alias-agent --node-agent /agent/a.sock --target /ctr/alias --host /mnt/disk2 --whole-filesystem
-intact /run
+intact /run /srv
 "#;
     let Some((out, err)) = node_run(&sandbox, script) else {
         return;
