@@ -1,10 +1,10 @@
 //! The run-time identity check (docs/DESIGN.md#identity-is-checked-on-the-node): before
-//! the program empties a target, it asks the kernel which directory of the node the
-//! opened target really is, and compares that with the host path the webhook expected.
+//! the program empties a target, it establishes that the directory it opened *is* the
+//! node's directory at the expected host path — the whole path, resolved on the node
+//! without following a symlink —, not merely one whose name ends the same way.
 //!
 //! Names on a node lie — a symlink in `hostPath.path` or `subPath`, a bind-mount alias, a
-//! PV whose directory lies inside the target — but the mount the kubelet made records
-//! what it resolved. So, for the target's opened descriptor:
+//! PV whose directory lies inside the target. For the target's opened descriptor:
 //! 1. Its mount: the `/proc/self/mountinfo` entry whose mount point is the longest
 //!    path-prefix of the target (the last, i.e. topmost, among equal mount points),
 //!    confirmed by identity: its mount id is the descriptor's (`statx` `STATX_MNT_ID`,
@@ -13,10 +13,23 @@
 //!    makes a mount swapped at the target's path between the open and the reading of
 //!    mountinfo harmless: the line read must be the opened descriptor's own mount.
 //! 2. The expected host path `H` (`--host`, `$(VAR)` expanded from our environment as
-//!    the kubelet expands a `subPathExpr`) must end with the target's suffix below the
-//!    mount point; what is left, `H_mount`, must end with the mount's `root` (component
-//!    by component). A root of `/` is a whole filesystem (a disk, a tmpfs, COS's stateful
-//!    partition): refused unless the target carries `--whole-filesystem`.
+//!    the kubelet expands a `subPathExpr`, normalized) is established by one of:
+//!    - **the node's word**: with `--node-agent`, the agent ([`crate::agent`]) resolves
+//!      the whole `H` from the node's root without following any symlink and answers
+//!      `same` only when that directory's `(st_dev, st_ino)` is the descriptor's. Its
+//!      `differs` or `refused` skips the target with its sentence, never falling back.
+//!    - **the strict rule**, when there is no agent or it cannot be reached: `H` must end
+//!      with the target's suffix below the mount point, and what is left, `H_mount`, must
+//!      *equal* the mount's `root` (component by component). That holds only for a host
+//!      directory of the filesystem mounted at the node's `/`, which is all that a mount
+//!      table read inside a container can vouch for: a `root` that is merely a tail of
+//!      `H_mount` is what a symlink planted on the node, or a prefix that is its own
+//!      filesystem, shows, and the two cannot be told apart without the node.
+//!
+//!    Either way a root of `/` is a whole filesystem (a disk, a tmpfs, COS's stateful
+//!    partition): refused unless the target carries `--whole-filesystem` (the webhook
+//!    sets it only for a host path that is exactly an allowed prefix), and, without the
+//!    agent, unless `H_mount` is `/` itself.
 //! 3. Other mounts of the container: the `(st_dev, st_ino)` of each one's root (its mount
 //!    point, stat'ed without following a symlink, and confirmed to be that mount by its
 //!    mount id). The target must not be one of them, and the walk never enters one. A
@@ -31,6 +44,7 @@ use std::os::fd::BorrowedFd;
 
 use rustix::fs::{fstat, major, minor, statx, AtFlags, StatxFlags, CWD};
 
+use crate::agent::{self, Verdict};
 use crate::argv::Target;
 use crate::expand::expand;
 use crate::mountinfo::{self, MountEntry};
@@ -43,12 +57,17 @@ pub const MOUNTINFO: &str = "/proc/self/mountinfo";
 /// point each was seen at (for messages).
 pub(crate) type OtherMounts = HashMap<(u64, u64), Vec<u8>>;
 
+/// Where the operator reads what the node agent adds (named in refusals).
+const AGENT_DOCS: &str = "docs/INSTALL.md, \"The node agent\"";
+
 /// Checks the opened target `fd` (opened from `target.path`) against its expected
-/// identity; returns the other mounts' roots for the walk, or why the target is refused.
+/// identity, asking the node agent at `node_agent` when given; returns the other mounts'
+/// roots for the walk, or why the target is refused.
 pub(crate) fn check(
     target: &Target,
     fd: BorrowedFd<'_>,
     lookup: &dyn Fn(&str) -> Option<String>,
+    node_agent: Option<&str>,
 ) -> Result<OtherMounts, String> {
     let host = expected_host(target, lookup)?;
     let text = std::fs::read(MOUNTINFO)
@@ -88,7 +107,21 @@ pub(crate) fn check(
     }
     let suffix = suffix_below(path, &mount.mount_point)
         .ok_or_else(|| format!("the mount point {at} is not a prefix of the target"))?;
-    match_host(&host, suffix, mount, target.whole_filesystem)?;
+    match node_agent.map(|socket| agent::ask(socket, &host, fd)) {
+        Some(Verdict::Same) => whole_filesystem_allowed(&host, mount, target.whole_filesystem)?,
+        Some(Verdict::Differs(why) | Verdict::Refused(why)) => {
+            // `why` holds no control character (agent::parse_answer): one line of ours.
+            return Err(format!(
+                "the node agent says the opened target is not the node's {}: {why}",
+                escape(host.as_bytes())
+            ));
+        }
+        Some(Verdict::Unreachable(why)) => {
+            match_host(&host, suffix, mount, target.whole_filesystem)
+                .map_err(|refusal| format!("{refusal}; the node agent was not reachable: {why}"))?
+        }
+        None => match_host(&host, suffix, mount, target.whole_filesystem)?,
+    }
     let mut tree = if mount.root == b"/" {
         Vec::new()
     } else {
@@ -171,7 +204,8 @@ pub(crate) fn suffix_below<'p>(path: &'p [u8], base: &[u8]) -> Option<&'p [u8]> 
     (rest.is_empty() || rest.starts_with(b"/")).then_some(rest)
 }
 
-/// Rule 2: `host` ends with `suffix`, and what is left ends with the mount's root.
+/// Rule 2 without the node's word (the strict rule): `host` ends with `suffix`, and what
+/// is left equals the mount's root, component-wise.
 pub(crate) fn match_host(
     host: &str,
     suffix: &[u8],
@@ -181,41 +215,64 @@ pub(crate) fn match_host(
     let shown = escape(&mount.root);
     let at = escape(&mount.mount_point);
     let host_bytes = host.as_bytes();
-    let mismatch = || {
-        format!(
-            "expected host path {}, but the node mounted {shown} at {at} \
-             (a symlink or alias on the node resolved elsewhere)",
-            escape(host_bytes)
-        )
-    };
     let host_mount = match host_bytes.strip_suffix(suffix) {
         _ if suffix.is_empty() => host_bytes,
         Some(b"") => b"/",
         Some(rest) => rest,
-        None => return Err(mismatch()),
-    };
-    if mount.root == b"/" {
-        if whole_filesystem {
-            return Ok(());
+        None => {
+            return Err(format!(
+                "expected host path {}, but the node mounted {shown} at {at}, \
+                 whose path below the mount does not end the expected one",
+                escape(host_bytes)
+            ))
         }
+    };
+    if mount.root == b"/" && host_mount != b"/" {
         return Err(format!(
             "expected host path {}, but the node mounted the root of a whole filesystem \
-             ({} {}:{}) at {at}: refused, as allowedHostPathPrefixes does not list exactly \
-             {}",
+             ({} {}:{}) at {at}: refused, as a prefix that is its own filesystem is \
+             cleaned only with the node agent ({AGENT_DOCS})",
             escape(host_bytes),
             mount.fs_type,
             mount.major,
             mount.minor,
-            escape(host_mount)
         ));
     }
-    // A root that starts with '/' matches at the end only as whole components; one that
-    // does not (a pseudo filesystem's `net:[…]`) is no directory of the node at all.
-    if mount.root.starts_with(b"/") && host_mount.ends_with(&mount.root) {
-        Ok(())
-    } else {
-        Err(mismatch())
+    if mount.root == b"/" {
+        // The node's `/` itself (hostPath `/`): whole, so only when allowed.
+        return whole_filesystem_allowed(host, mount, whole_filesystem);
     }
+    if mount.root == host_mount {
+        return Ok(());
+    }
+    Err(format!(
+        "expected host path {}, but the node mounted {shown} at {at}: refused, as {shown} is \
+         not {} (a symlink or alias on the node resolved elsewhere, or a prefix that is its \
+         own filesystem, which is cleaned only with the node agent: {AGENT_DOCS})",
+        escape(host_bytes),
+        escape(host_mount)
+    ))
+}
+
+/// A mount that is the root of a whole filesystem is cleaned only with `--whole-filesystem`,
+/// which the webhook sets only for a host path that is exactly an allowed prefix.
+fn whole_filesystem_allowed(
+    host: &str,
+    mount: &MountEntry,
+    whole_filesystem: bool,
+) -> Result<(), String> {
+    if mount.root != b"/" || whole_filesystem {
+        return Ok(());
+    }
+    Err(format!(
+        "expected host path {}, but the node mounted the root of a whole filesystem \
+         ({} {}:{}) at {}: refused, as allowedHostPathPrefixes does not list exactly that path",
+        escape(host.as_bytes()),
+        mount.fs_type,
+        mount.major,
+        mount.minor,
+        escape(&mount.mount_point)
+    ))
 }
 
 /// Rule 3: the roots of every mount but `ours`; `tree` is the target's directory as a
@@ -320,19 +377,17 @@ mod tests {
     }
 
     #[test]
-    fn host_paths_match_component_wise() {
+    fn host_paths_match_the_whole_root_component_wise() {
         let ok = |host: &str, suffix: &str, root: &str| {
             match_host(host, suffix.as_bytes(), &mount(root, "/data"), false)
         };
         assert_eq!(ok("/mnt/scratch/cache", "", "/mnt/scratch/cache"), Ok(()));
-        // A pseudo filesystem's root is no directory of the node, whatever the host path.
-        assert!(ok("/mnt/net:[4026532321]", "", "net:[4026532321]").is_err());
-        // /mnt/scratch is its own disk: the mount's root is the path below it.
-        assert_eq!(ok("/mnt/scratch/cache", "", "/cache"), Ok(()));
         assert_eq!(
             ok("/mnt/scratch/cache/x", "/x", "/mnt/scratch/cache"),
             Ok(())
         );
+        // A pseudo filesystem's root is no directory of the node, whatever the host path.
+        assert!(ok("/mnt/net:[4026532321]", "", "net:[4026532321]").is_err());
         // The suffix is all of the host path: the mount shows the node's `/`, not /x.
         assert!(ok("/x", "/x", "/x").is_err());
         for (host, suffix, root) in [
@@ -342,16 +397,28 @@ mod tests {
             ("/mnt/scratch/cache/x", "/y", "/mnt/scratch/cache"),
             ("/mnt/scratch/cachex", "/x", "/mnt/scratch/cache"),
             ("/mnt/scratch/cache", "", "/"),
+            // Issue 26: a root that is only a tail of the host path. Accepted before
+            // (/mnt/scratch may be its own disk, whose root is /cache), it is also what a
+            // symlink on the node shows: without the node agent, refused.
+            ("/mnt/scratch/cache", "", "/cache"),
+            ("/mnt/scratch/ci-7/var/lib/kubelet", "", "/var/lib/kubelet"),
+            ("/data/tmp/keep", "", "/keep"),
+            ("/data/tmp/keep/x", "/x", "/keep"),
         ] {
             let err = ok(host, suffix, root).unwrap_err();
             assert!(err.contains(host), "{err}");
+            if host.ends_with(suffix) {
+                assert!(err.contains("node agent"), "{err}");
+            }
         }
-        let err = ok("/mnt/scratch/cache", "", "/var/lib/containerd").unwrap_err();
-        assert!(err.contains("/var/lib/containerd"), "{err}");
+        // A whole filesystem is the node's `/` (hostPath `/`) or needs the node agent.
         let whole = mount("/", "/data");
-        assert_eq!(match_host("/mnt/disk", b"", &whole, true), Ok(()));
-        let err = match_host("/mnt/disk", b"", &whole, false).unwrap_err();
+        let err = match_host("/mnt/disk", b"", &whole, true).unwrap_err();
         assert!(err.contains("whole filesystem"), "{err}");
+        assert!(err.contains("only with the node agent"), "{err}");
+        assert_eq!(match_host("/x", b"/x", &whole, true), Ok(()));
+        let err = match_host("/x", b"/x", &whole, false).unwrap_err();
+        assert!(err.contains("allowedHostPathPrefixes"), "{err}");
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! This library holds what the webhook and the program must agree on — the argv format
 //! ([`argv`]) — and the cleaning itself, in two entry points:
 //! - [`clean_target`], for the hook and the sidecar inside a pod: checks the target's
-//!   identity first ([`identity`]: its mount in `/proc/self/mountinfo` must show the host
-//!   directory the webhook expected, not a whole filesystem unless allowed, and not
-//!   another mount's root), then empties it and never enters another mount's root;
+//!   identity first ([`identity`]: the opened directory must be the node's directory at
+//!   the whole expected host path, by the node agent's word ([`agent`]) or else by the
+//!   strict rule on its mount in `/proc/self/mountinfo`; not a whole filesystem unless
+//!   allowed, and not another mount's root), then empties it and never enters another
+//!   mount's root;
 //! - [`empty_directory`], for the node reaper, which works on host paths through its own
 //!   host-root mount and has no expected identity to check (it decides by identity on its
 //!   own side, from the pods' mounts): the walk alone.
@@ -19,6 +21,7 @@
 //! std::process::exit(if report.is_clean() { 0 } else { 1 });
 //! ```
 
+pub mod agent;
 pub mod argv;
 mod expand;
 pub mod identity;
@@ -59,12 +62,17 @@ pub fn empty_directory(path: &str) -> Report {
 /// whole filesystem without `--whole-filesystem`, or that is another mount's root, is
 /// [`Outcome::Skipped`] with one sentence naming both paths, and nothing is touched;
 /// directories inside it that are other mounts' roots survive ([`Reason::OtherMount`]).
-/// `$(VAR)` in `--host` is expanded from this process's environment.
-pub fn clean_target(target: &argv::Target) -> Report {
-    clean(&target.path, Some((target, &expand::from_env)))
+/// `$(VAR)` in `--host` is expanded from this process's environment. With `node_agent`
+/// (`--node-agent SOCKET`), the node agent's word decides the identity ([`agent`]).
+pub fn clean_target(target: &argv::Target, node_agent: Option<&str>) -> Report {
+    clean(&target.path, Some((target, &expand::from_env, node_agent)))
 }
 
-type Expected<'t> = (&'t argv::Target, &'t dyn Fn(&str) -> Option<String>);
+type Expected<'t> = (
+    &'t argv::Target,
+    &'t dyn Fn(&str) -> Option<String>,
+    Option<&'t str>,
+);
 
 fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
     let start = Instant::now();
@@ -88,7 +96,7 @@ fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
         return finish(report);
     }
     // Before anything else, so that an old hook says why even when the target is gone.
-    if let Some((target, lookup)) = expected {
+    if let Some((target, lookup, _)) = expected {
         if let Err(why) = identity::expected_host(target, lookup) {
             report.outcome = Outcome::Skipped(why);
             return finish(report);
@@ -107,13 +115,15 @@ fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
     };
     let other_mounts = match expected {
         None => Default::default(),
-        Some((target, lookup)) => match identity::check(target, root.as_fd(), lookup) {
-            Ok(others) => others,
-            Err(why) => {
-                report.outcome = Outcome::Skipped(why);
-                return finish(report);
+        Some((target, lookup, node_agent)) => {
+            match identity::check(target, root.as_fd(), lookup, node_agent) {
+                Ok(others) => others,
+                Err(why) => {
+                    report.outcome = Outcome::Skipped(why);
+                    return finish(report);
+                }
             }
-        },
+        }
     };
     walk_opened(path, root.as_fd(), &other_mounts, report, start)
 }

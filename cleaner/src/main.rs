@@ -1,5 +1,5 @@
-//! `prestop-clean`: the preStop hook, the cleanup sidecar and the installer in one static
-//! program. The command line is [`prestop_clean::argv`]; the cleaning is
+//! `prestop-clean`: the preStop hook, the cleanup sidecar, the installer and the node
+//! agent ([`prestop_clean::agent`]) in one static program. The command line is [`prestop_clean::argv`]; the cleaning is
 //! [`prestop_clean::clean_target`], which checks each target's identity on the node first.
 //!
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
@@ -15,15 +15,18 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
+use prestop_clean::agent::{AgentArgs, NODE_AGENT};
 use prestop_clean::argv::{Before, HookArgs, SidecarArgs, Target, HOOK, INSTALL, SIDECAR};
 use prestop_clean::{check_target, clean_target, escape};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-const USAGE: &str = "usage: prestop-clean hook [--sleep N] \
+const USAGE: &str = "usage: prestop-clean hook [--node-agent SOCKET] [--sleep N] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]... [--shell SHELL --script TEXT] [-- ARGV...]
-       prestop-clean sidecar [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
-       prestop-clean install DIR";
+       prestop-clean sidecar [--node-agent SOCKET] \
+[--target PATH [--host HOSTPATH] [--whole-filesystem]]...
+       prestop-clean install DIR
+       prestop-clean node-agent --host-root DIR --socket PATH [--allow PREFIX]...";
 
 fn main() -> ExitCode {
     let args: Result<Vec<String>, OsString> = std::env::args_os()
@@ -48,6 +51,10 @@ fn dispatch(args: &[String]) -> u8 {
                 checked(&sidecar_args.targets).unwrap_or_else(|| sidecar(&sidecar_args))
             }
             Err(err) => usage(&err.0),
+        },
+        Some(NODE_AGENT) => match AgentArgs::parse(&args[1..]) {
+            Ok(agent_args) => prestop_clean::agent::serve(&agent_args),
+            Err(why) => usage(&why),
         },
         Some(INSTALL) => match &args[1..] {
             [dir] => install::install(dir),
@@ -97,7 +104,7 @@ fn hook(args: &HookArgs) -> u8 {
             status = script_status;
         }
     }
-    let clean = clean_all(&args.targets);
+    let clean = clean_all(&args.targets, args.node_agent.as_deref());
     match status {
         0 if clean => 0,
         0 => 1,
@@ -129,10 +136,10 @@ fn run(command: &mut Command, program: &str) -> u8 {
 }
 
 /// Empties every target, one summary line each on stderr; true when all are clean.
-fn clean_all(targets: &[Target]) -> bool {
+fn clean_all(targets: &[Target], node_agent: Option<&str>) -> bool {
     let mut clean = true;
     for target in targets {
-        let report = clean_target(target);
+        let report = clean_target(target, node_agent);
         eprintln!("prestop-clean: {}", report.summary());
         clean &= report.is_clean();
     }
@@ -171,6 +178,6 @@ fn sidecar(args: &SidecarArgs) -> u8 {
             "SIGTERM"
         }
     );
-    clean_all(&args.targets);
+    clean_all(&args.targets, args.node_agent.as_deref());
     0
 }

@@ -12,13 +12,14 @@ mod support;
 use std::path::Path;
 use std::process::Output;
 
+use support::agent::START_AGENT_SH;
 use support::{assert_canary, plant_canary, stderr, unshare, Sandbox, BIN};
 
 /// Runs `script` as `sh -euc` in a private mount namespace; `$1` is the sandbox
 /// directory, `$2` the binary. `None` when namespaces are unavailable (skipped).
 fn in_namespace(dir: &Path, script: &str) -> Option<Output> {
     let unshare = unshare(&["-m"])?;
-    let setup = format!("D=$1 BIN=$2\nmount --make-rprivate /\n{script}");
+    let setup = format!("D=$1 BIN=$2\nexport D\nmount --make-rprivate /\n{START_AGENT_SH}{script}");
     Some(
         std::process::Command::new(unshare)
             .args(["-m", "sh", "-euc", &setup, "sh"])
@@ -114,26 +115,45 @@ cat "$D/H/scratch/other/f"
     assert_canary(&sandbox.path("H/protected"));
 }
 
+/// A whole filesystem is cleaned only as exactly an allowed prefix (`--whole-filesystem`)
+/// and with the node agent's word that it is the node's filesystem at that path; the
+/// strict rule (no agent) refuses it even when allowed (issue 26: it accepted any).
 #[test]
 fn whole_filesystem_root_is_refused_unless_allowed() {
     let sandbox = Sandbox::new();
     node(&sandbox);
     let script = r#"
-mount -t tmpfs tmpfs "$D/ctr/data"
+mkdir -p "$D/H/disk"
+mount -t tmpfs tmpfs "$D/H/disk"
+mount --bind "$D/H/disk" "$D/ctr/data"
 mkdir "$D/ctr/data/x"; echo junk > "$D/ctr/data/x/f"
+start_agent "$D/agent.sock"
+# The pod sees its volume, not the node's own mount of the disk.
+pod() { unshare -m sh -c 'umount -l "$D/H/disk"; exec "$@"' sh "$@"; }
 set +e
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/disk"; echo "refused=$?"
+pod "$BIN" hook --target "$D/ctr/data" --host "$D/H/disk"; echo "refused=$?"
+pod "$BIN" hook --target "$D/ctr/data" --host "$D/H/disk" --whole-filesystem; echo "no-agent=$?"
+pod "$BIN" hook --node-agent "$D/agent.sock" --target "$D/ctr/data" --host "$D/H/disk"; echo "not-allowed=$?"
 ls -A "$D/ctr/data"
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/disk" --whole-filesystem; echo "allowed=$?"
+pod "$BIN" hook --node-agent "$D/agent.sock" --target "$D/ctr/data" --host "$D/H/disk" --whole-filesystem; echo "allowed=$?"
 ls -A "$D/ctr/data" | wc -l
 "#;
     let Some(output) = in_namespace(sandbox.dir.path(), script) else {
         return;
     };
     let err = stderr(&output);
-    assert_eq!(out(&output), "refused=1\nx\nallowed=0\n0\n", "{err}");
+    assert_eq!(
+        out(&output),
+        "refused=1\nno-agent=1\nnot-allowed=1\nx\nallowed=0\n0\n",
+        "{err}"
+    );
     assert!(
         err.contains("but the node mounted the root of a whole filesystem (tmpfs "),
+        "{err}"
+    );
+    assert!(err.contains("cleaned only with the node agent"), "{err}");
+    assert!(
+        err.contains("allowedHostPathPrefixes does not list exactly"),
         "{err}"
     );
 }
@@ -292,4 +312,572 @@ wait
         statuses.iter().filter(|s| **s == "status=1").count()
     );
     assert_canary(&sandbox.path("H/protected"));
+}
+
+// Issue 26: identity of the whole path. Each test runs on a tmpfs "node" whose mount
+// table tells the truth (tests/support/node.rs): the pod's mount of `/mnt/scratch/x`
+// shows root `/mnt/scratch/x`, and a prefix that is its own filesystem shows the path
+// below it, as on a real node. Each attack runs without the node agent (the strict rule)
+// and with it.
+
+/// Runs `script` on a fresh node; its stdout and stderr.
+fn node_run(sandbox: &Sandbox, script: &str) -> Option<(String, String)> {
+    let output = support::node::on_node(sandbox.dir.path(), script)?;
+    Some((out(&output), stderr(&output)))
+}
+
+/// `/mnt/scratch/ci-7/var/lib/kubelet` is, on the node, a symlink to `/var/lib/kubelet`
+/// (planted by an earlier pod that could write the scratch tree). The root the node
+/// mounted, `/var/lib/kubelet`, is a tail of the spelled path.
+#[test]
+fn tail_symlink_same_filesystem_is_refused() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+plant /var/lib/kubelet
+mkdir -p /mnt/scratch/ci-7/var/lib
+ln -s /var/lib/kubelet /mnt/scratch/ci-7/var/lib/kubelet
+kubelet /mnt/scratch/ci-7/var/lib/kubelet /ctr/data
+start_agent /agent/a.sock --allow /mnt/scratch
+run strict --target /ctr/data --host /mnt/scratch/ci-7/var/lib/kubelet
+run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/ci-7/var/lib/kubelet
+intact /var/lib/kubelet
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "strict=1\nagent=1\n", "{err}");
+    assert!(
+        err.contains(
+            "skipped /ctr/data: expected host path /mnt/scratch/ci-7/var/lib/kubelet, but the \
+             node mounted /var/lib/kubelet at /ctr/data: refused"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "skipped /ctr/data: the node agent says the opened target is not the node's \
+             /mnt/scratch/ci-7/var/lib/kubelet: the node's /mnt/scratch/ci-7/var/lib/kubelet \
+             is a symlink on the node; the pod's directory is "
+        ),
+        "{err}"
+    );
+}
+
+/// `/mnt/scratch/containerd` → `/run/containerd`, on a tmpfs of its own: the mount's
+/// root `/containerd` is a tail of the spelled path.
+#[test]
+fn tail_symlink_other_filesystem_is_refused() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+node_fs /run
+plant /run/containerd
+mkdir -p /mnt/scratch
+ln -s /run/containerd /mnt/scratch/containerd
+kubelet /mnt/scratch/containerd /ctr/data
+start_agent /agent/a.sock --allow /mnt/scratch
+run strict --target /ctr/data --host /mnt/scratch/containerd
+run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/containerd
+intact /run/containerd
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "strict=1\nagent=1\n", "{err}");
+    assert!(
+        err.contains(
+            "expected host path /mnt/scratch/containerd, but the node mounted /containerd at \
+             /ctr/data: refused, as /containerd is not /mnt/scratch/containerd"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("the node's /mnt/scratch/containerd is a symlink on the node"),
+        "{err}"
+    );
+}
+
+/// `/data` is a scratch disk; the volume is `hostPath: /data, subPath: tmp/keep`, and a
+/// tenant planted `tmp/keep -> ../keep`: the root `/keep` is a tail of `/data/tmp/keep`,
+/// and the protected `/data/keep` must survive the victim's own cleanup.
+#[test]
+fn subpath_symlink_on_a_scratch_disk_is_refused() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+node_fs /data
+plant /data/keep
+mkdir -p /data/tmp
+ln -s ../keep /data/tmp/keep
+kubelet /data/tmp/keep /ctr/data
+start_agent /agent/a.sock --allow /data
+run strict --target /ctr/data --host /data/tmp/keep
+run agent --node-agent /agent/a.sock --target /ctr/data --host /data/tmp/keep
+run below --node-agent /agent/a.sock --target /ctr/data/sub --host /data/tmp/keep/sub
+intact /data/keep
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "strict=1\nagent=1\nbelow=1\n", "{err}");
+    assert!(
+        err.contains("expected host path /data/tmp/keep, but the node mounted /keep at /ctr/data"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the node's /data/tmp/keep is a symlink on the node"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "the node's /data/tmp/keep, on the way to /data/tmp/keep/sub, is a symlink on the node"
+        ),
+        "{err}"
+    );
+}
+
+/// `--whole-filesystem` is the operator's word for *that* prefix's filesystem: the root
+/// of another one (the prefix a symlink to `/run`, or another disk mounted in its place)
+/// is refused.
+#[test]
+fn whole_filesystem_of_another_filesystem_is_refused() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+node_fs /run
+plant /run
+mkdir -p /mnt
+ln -s /run /mnt/disk
+kubelet /mnt/disk /ctr/link
+node_fs /mnt/disk2
+node_fs /srv
+plant /srv
+kubelet /srv /ctr/alias
+start_agent /agent/a.sock --allow /mnt/disk --allow /mnt/disk2
+run strict --target /ctr/link --host /mnt/disk --whole-filesystem
+run agent --node-agent /agent/a.sock --target /ctr/link --host /mnt/disk --whole-filesystem
+run alias-strict --target /ctr/alias --host /mnt/disk2 --whole-filesystem
+run alias-agent --node-agent /agent/a.sock --target /ctr/alias --host /mnt/disk2 --whole-filesystem
+intact /run /srv
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(
+        out, "strict=1\nagent=1\nalias-strict=1\nalias-agent=1\n",
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "expected host path /mnt/disk, but the node mounted the root of a whole filesystem \
+             (tmpfs "
+        ),
+        "{err}"
+    );
+    assert!(err.contains("cleaned only with the node agent"), "{err}");
+    assert!(
+        err.contains("the node's /mnt/disk is a symlink on the node"),
+        "{err}"
+    );
+    assert!(
+        err.contains("not the node's /mnt/disk2: the node's /mnt/disk2 is 0:"),
+        "{err}"
+    );
+}
+
+/// hostPath `/c<i>/s<i>/t<i>/j<i>` with subPath `w<i>/p<i>`: a symlink replaces each of
+/// the six components in turn, absolute and relative, to a directory on the same
+/// filesystem and on another one (a tmpfs). Where it can, the victim is named so that
+/// the root the node mounts is a tail of the expected path (`/t<i>/j<i>/w<i>/p<i>`),
+/// the form the old check accepted. Every case is refused with and without the agent,
+/// and every victim's canary survives.
+#[test]
+fn a_symlink_at_every_component_of_hostpath_and_subpath_is_refused() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+node_fs /other
+start_agent /agent/a.sock
+i=0
+for fs in same other; do
+  for how in absolute relative; do
+    for k in 1 2 3 4 5 6; do
+      i=$((i + 1))
+      set -- "c$i" "s$i" "t$i" "j$i" "w$i" "p$i"
+      host="/$1/$2/$3/$4/$5/$6"
+      # The components before the symlink are directories; the k-th is the symlink.
+      parent=""; n=1
+      for comp in "$@"; do
+        [ $n -lt $k ] || { link="$parent/$comp"; break; }
+        parent="$parent/$comp"; n=$((n + 1))
+      done
+      mkdir -p "$parent/"
+      root=""; [ $fs = same ] || root=/other
+      if [ $k = 1 ]; then victim="$root/v$i/c$i"; else victim="$root/${link##*/}"; fi
+      # The rest of the path below the victim, and the canary at its end.
+      rest=""; n=1
+      for comp in "$@"; do [ $n -le $k ] || rest="$rest/$comp"; n=$((n + 1)); done
+      plant "$victim$rest"
+      if [ $how = absolute ]; then
+        ln -s "$victim" "$link"
+      else
+        up=""; n=1
+        while [ $n -lt $k ]; do up="../$up"; n=$((n + 1)); done
+        ln -s "$up${victim#/}" "$link"
+      fi
+      kubelet "$host" "/ctr/d$i"
+      run "case$i-$fs-$how-$k-strict" --target "/ctr/d$i" --host "$host"
+      run "case$i-$fs-$how-$k-agent" --node-agent /agent/a.sock --target "/ctr/d$i" --host "$host"
+      intact "$victim$rest"
+    done
+  done
+done
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    let mut expected = String::new();
+    let mut i = 0;
+    for fs in ["same", "other"] {
+        for how in ["absolute", "relative"] {
+            for k in 1..=6 {
+                i += 1;
+                for mode in ["strict", "agent"] {
+                    expected.push_str(&format!("case{i}-{fs}-{how}-{k}-{mode}=1\n"));
+                }
+            }
+        }
+    }
+    assert_eq!(out, expected, "{err}");
+    assert_eq!(err.matches("is a symlink on the node").count(), 24, "{err}");
+    // The old check's accepted form is among them: a root that is a tail.
+    assert!(
+        err.contains("but the node mounted /t3/j3/w3/p3 at /ctr/d3: refused"),
+        "{err}"
+    );
+    assert!(
+        err.contains("but the node mounted /s14/t14/j14/w14/p14 at /ctr/d14: refused"),
+        "{err}"
+    );
+}
+
+/// Fills `DIR` with junk: `fill DIR...`; `count DIR` prints how many entries it holds.
+const FILL_SH: &str = r#"
+fill() { for dir in "$@"; do mkdir -p "$dir/x/y"; echo junk > "$dir/x/y/f"; echo junk > "$dir/.f"; done; }
+count() { echo "$1: $(ls -A "$1" | wc -l)"; }
+"#;
+
+/// A prefix on the node's root filesystem needs no agent: hostPath, hostPath + subPath,
+/// and a target below its mount are cleaned by the strict rule, with the agent, and with
+/// an agent that cannot be reached.
+#[test]
+fn a_prefix_on_the_root_filesystem_is_cleaned_without_the_agent() {
+    let sandbox = Sandbox::new();
+    let script = format!(
+        r#"{FILL_SH}
+plant /mnt/scratch/other
+fill /mnt/scratch/job-1 /mnt/scratch/vol/job-2
+kubelet /mnt/scratch/job-1 /ctr/a
+kubelet /mnt/scratch/vol/job-2 /ctr/b
+start_agent /agent/a.sock --allow /mnt/scratch
+for mode in strict agent unreachable; do
+  case $mode in
+    strict) agent="" ;;
+    agent) agent="--node-agent /agent/a.sock" ;;
+    unreachable) agent="--node-agent /agent/none.sock" ;;
+  esac
+  fill /mnt/scratch/job-1 /mnt/scratch/vol/job-2
+  run "$mode-hostpath" $agent --target /ctr/a --host /mnt/scratch/job-1
+  run "$mode-below" $agent --target /ctr/b/x --host /mnt/scratch/vol/job-2/x
+  count /mnt/scratch/vol/job-2/x
+  run "$mode-subpath" $agent --target /ctr/b --host /mnt/scratch/vol/job-2
+  count /mnt/scratch/job-1; count /mnt/scratch/vol/job-2
+done
+intact /mnt/scratch/other
+"#
+    );
+    let Some((out, err)) = node_run(&sandbox, &script) else {
+        return;
+    };
+    let mut expected = String::new();
+    for mode in ["strict", "agent", "unreachable"] {
+        expected.push_str(&format!(
+            "{mode}-hostpath=0\n{mode}-below=0\n/mnt/scratch/vol/job-2/x: 0\n{mode}-subpath=0\n\
+             /mnt/scratch/job-1: 0\n/mnt/scratch/vol/job-2: 0\n"
+        ));
+    }
+    assert_eq!(out, expected, "{err}");
+    assert!(!err.contains("skipped"), "{err}");
+}
+
+/// A prefix that is its own filesystem (a tmpfs mounted at `/mnt/disk`): the pod's mount
+/// shows `/job-1`, exactly what a planted symlink would show, so only the node agent can
+/// tell. hostPath, subPath, subPathExpr and a target below the mount: cleaned with the
+/// agent; without it, refused with a sentence naming both paths and the agent.
+#[test]
+fn a_prefix_that_is_its_own_filesystem_is_cleaned_only_with_the_agent() {
+    let sandbox = Sandbox::new();
+    let script = format!(
+        r#"{FILL_SH}
+node_fs /mnt/disk
+plant /mnt/disk/other
+fill /mnt/disk/job-1 /mnt/disk/vol/a/b /mnt/disk/job-3
+kubelet /mnt/disk/job-1 /ctr/a
+kubelet /mnt/disk/vol/a/b /ctr/b
+kubelet /mnt/disk/job-3 /ctr/c
+start_agent /agent/a.sock --allow /mnt/disk
+export POD_NAME=job-3
+for mode in strict agent; do
+  agent=""; [ $mode = strict ] || agent="--node-agent /agent/a.sock"
+  fill /mnt/disk/job-1 /mnt/disk/vol/a/b /mnt/disk/job-3
+  run "$mode-hostpath" $agent --target /ctr/a --host /mnt/disk/job-1
+  run "$mode-subpath" $agent --target /ctr/b --host /mnt/disk/vol/a/b
+  run "$mode-subpathexpr" $agent --target /ctr/c --host '/mnt/disk/$(POD_NAME)'
+  run "$mode-below" $agent --target /ctr/a/x --host /mnt/disk/job-1/x
+  count /mnt/disk/job-1; count /mnt/disk/vol/a/b; count /mnt/disk/job-3
+done
+# Pods run as any uid: the socket is open to them, and the agent logs who asked.
+fill /mnt/disk/job-1; chown -R 65534:65534 /mnt/disk/job-1
+run_cmd nobody setpriv --reuid 65534 --regid 65534 --clear-groups -- \
+  "$BIN" hook --node-agent /agent/a.sock --target /ctr/a --host /mnt/disk/job-1
+count /mnt/disk/job-1
+grep -c " uid 65534: /mnt/disk/job-1: same" /agent/a.sock.log
+intact /mnt/disk/other
+"#
+    );
+    let Some((out, err)) = node_run(&sandbox, &script) else {
+        return;
+    };
+    assert_eq!(
+        out,
+        "strict-hostpath=1\nstrict-subpath=1\nstrict-subpathexpr=1\nstrict-below=1\n\
+         /mnt/disk/job-1: 2\n/mnt/disk/vol/a/b: 2\n/mnt/disk/job-3: 2\n\
+         agent-hostpath=0\nagent-subpath=0\nagent-subpathexpr=0\nagent-below=0\n\
+         /mnt/disk/job-1: 0\n/mnt/disk/vol/a/b: 0\n/mnt/disk/job-3: 0\n\
+         nobody=0\n/mnt/disk/job-1: 0\n1\n",
+        "{err}"
+    );
+    for (host, root, at) in [
+        ("/mnt/disk/job-1", "/job-1", "/ctr/a"),
+        ("/mnt/disk/vol/a/b", "/vol/a/b", "/ctr/b"),
+        ("/mnt/disk/job-3", "/job-3", "/ctr/c"),
+    ] {
+        let line = format!(
+            "expected host path {host}, but the node mounted {root} at {at}: refused, as {root} \
+             is not {host} (a symlink or alias on the node resolved elsewhere, or a prefix that \
+             is its own filesystem, which is cleaned only with the node agent: docs/INSTALL.md, \
+             \"The node agent\")"
+        );
+        assert!(err.contains(&line), "no {line:?} in\n{err}");
+    }
+}
+
+/// The prefix itself as a whole filesystem (`--whole-filesystem`): cleaned with the
+/// agent's `same`, and only that filesystem: another tmpfs's root mounted under the
+/// prefix's name is `differs`. Without the agent, or without `--whole-filesystem`: refused.
+#[test]
+fn the_prefix_as_a_whole_filesystem_is_cleaned_with_the_agent_and_only_that_one() {
+    let sandbox = Sandbox::new();
+    let script = format!(
+        r#"{FILL_SH}
+node_fs /mnt/disk
+node_fs /mnt/elsewhere
+plant /mnt/elsewhere
+fill /mnt/disk
+kubelet /mnt/disk /ctr/a
+kubelet /mnt/elsewhere /ctr/b
+start_agent /agent/a.sock --allow /mnt/disk
+run strict --target /ctr/a --host /mnt/disk --whole-filesystem
+run not-allowed --node-agent /agent/a.sock --target /ctr/a --host /mnt/disk
+count /mnt/disk
+run other-filesystem --node-agent /agent/a.sock --target /ctr/b --host /mnt/disk --whole-filesystem
+run allowed --node-agent /agent/a.sock --target /ctr/a --host /mnt/disk --whole-filesystem
+count /mnt/disk
+intact /mnt/elsewhere
+"#
+    );
+    let Some((out, err)) = node_run(&sandbox, &script) else {
+        return;
+    };
+    assert_eq!(
+        out, "strict=1\nnot-allowed=1\n/mnt/disk: 2\nother-filesystem=1\nallowed=0\n/mnt/disk: 0\n",
+        "{err}"
+    );
+    assert!(err.contains("cleaned only with the node agent"), "{err}");
+    assert!(
+        err.contains("allowedHostPathPrefixes does not list exactly that path"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "skipped /ctr/b: the node agent says the opened target is not the node's /mnt/disk: \
+             the node's /mnt/disk is 0:"
+        ),
+        "{err}"
+    );
+}
+
+/// The agent's `differs` or `refused` is final, even where the strict rule alone would
+/// clean: an agent whose node has another directory at that path, one that has none, and
+/// one that answers only below another prefix.
+#[test]
+fn an_agent_that_says_differs_is_never_overruled_by_the_strict_rule() {
+    let sandbox = Sandbox::new();
+    let script = format!(
+        r#"{FILL_SH}
+fill /mnt/scratch/job
+kubelet /mnt/scratch/job /ctr/a
+mkdir -p /other-node/mnt/scratch/job /empty-node
+HOST_ROOT=/other-node start_agent /agent/other.sock
+HOST_ROOT=/empty-node start_agent /agent/empty.sock
+start_agent /agent/narrow.sock --allow /mnt/elsewhere
+run other --node-agent /agent/other.sock --target /ctr/a --host /mnt/scratch/job
+run empty --node-agent /agent/empty.sock --target /ctr/a --host /mnt/scratch/job
+run narrow --node-agent /agent/narrow.sock --target /ctr/a --host /mnt/scratch/job
+count /mnt/scratch/job
+run strict --target /ctr/a --host /mnt/scratch/job
+count /mnt/scratch/job
+"#
+    );
+    let Some((out, err)) = node_run(&sandbox, &script) else {
+        return;
+    };
+    assert_eq!(
+        out, "other=1\nempty=1\nnarrow=1\n/mnt/scratch/job: 2\nstrict=0\n/mnt/scratch/job: 0\n",
+        "{err}"
+    );
+    for sentence in [
+        "not the node's /mnt/scratch/job: the node's /mnt/scratch/job is 0:",
+        "not the node's /mnt/scratch/job: the node has no /mnt/scratch/job; the pod's directory is 0:",
+        "not the node's /mnt/scratch/job: the host path /mnt/scratch/job is not at or below an \
+         allowed prefix (/mnt/elsewhere)",
+    ] {
+        assert!(err.contains(sentence), "no {sentence:?} in\n{err}");
+    }
+}
+
+/// No agent answers: no socket, a stale socket nobody listens on (`ECONNREFUSED`), a
+/// listener that never answers (5 s). The strict rule decides then: the root filesystem's
+/// directory is cleaned, the own-filesystem prefix is refused, saying the agent was not
+/// reachable.
+#[test]
+fn an_unreachable_agent_leaves_the_strict_rule() {
+    let sandbox = Sandbox::new();
+    // A listener that accepts and never answers, reachable on the node at /agent/silent.sock.
+    std::fs::create_dir_all(sandbox.path("extra")).expect("mkdir");
+    let silent =
+        std::os::unix::net::UnixListener::bind(sandbox.path("extra/silent.sock")).expect("bind");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in silent.incoming() {
+            held.push(stream);
+        }
+    });
+    let script = format!(
+        r#"{FILL_SH}
+node_fs /mnt/disk
+fill /mnt/scratch/job /mnt/disk/job
+kubelet /mnt/scratch/job /ctr/a
+kubelet /mnt/disk/job /ctr/b
+start_agent /agent/dead.sock
+kill -9 $AGENT; wait $AGENT || true
+test -S /agent/dead.sock && echo stale-socket
+for sock in none dead; do
+  fill /mnt/scratch/job /mnt/disk/job
+  run "$sock-root" --node-agent /agent/$sock.sock --target /ctr/a --host /mnt/scratch/job
+  run "$sock-own" --node-agent /agent/$sock.sock --target /ctr/b --host /mnt/disk/job
+  count /mnt/scratch/job; count /mnt/disk/job
+done
+fill /mnt/scratch/job
+run silent-root --node-agent /agent/silent.sock --target /ctr/a --host /mnt/scratch/job
+count /mnt/scratch/job
+"#
+    );
+    let Some((out, err)) = node_run(&sandbox, &script) else {
+        return;
+    };
+    assert_eq!(
+        out,
+        "stale-socket\n\
+         none-root=0\nnone-own=1\n/mnt/scratch/job: 0\n/mnt/disk/job: 2\n\
+         dead-root=0\ndead-own=1\n/mnt/scratch/job: 0\n/mnt/disk/job: 2\n\
+         silent-root=0\n/mnt/scratch/job: 0\n",
+        "{err}"
+    );
+    for sentence in [
+        "cleaned only with the node agent: docs/INSTALL.md, \"The node agent\"); the node agent \
+         was not reachable: cannot connect to /agent/none.sock: No such file or directory",
+        "the node agent was not reachable: cannot connect to /agent/dead.sock: Connection refused",
+    ] {
+        assert!(err.contains(sentence), "no {sentence:?} in\n{err}");
+    }
+}
+
+/// The limit of the strict rule, closed by the agent: `/mnt/scratch/x` is a symlink into
+/// another filesystem (`/data`, a disk a tenant can write) where the tenant made the
+/// whole path again (`/data/mnt/scratch/x`), so the mount's root *equals* the expected
+/// host path. Only the node can tell: with the agent it is refused.
+#[test]
+fn a_path_repeated_on_another_filesystem_is_refused_by_the_agent() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+node_fs /data
+plant /data/mnt/scratch/x
+mkdir -p /mnt/scratch
+ln -s /data/mnt/scratch/x /mnt/scratch/x
+kubelet /mnt/scratch/x /ctr/data
+grep -q " /mnt/scratch/x /ctr/data " /proc/self/mountinfo && echo root-equals-host
+start_agent /agent/a.sock --allow /mnt/scratch
+run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/x
+intact /data/mnt/scratch/x
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "root-equals-host\nagent=1\n", "{err}");
+    assert!(
+        err.contains("the node's /mnt/scratch/x is a symlink on the node"),
+        "{err}"
+    );
+}
+
+/// The race: the kubelet mounted the victim through a planted symlink, and the tenant now
+/// keeps swapping `/mnt/scratch/job` between the symlink, nothing and a real directory of
+/// its own, hoping the node agent looks at the real one. It compares identities, not
+/// names: 100 runs, never `same`, the victim intact.
+#[test]
+fn a_host_path_swapped_during_the_check_never_reaches_the_victim() {
+    let sandbox = Sandbox::new();
+    let script = r#"
+plant /victim
+mkdir -p /mnt/scratch/job
+ln -s /victim /mnt/scratch/link
+kubelet /mnt/scratch/link /ctr/data
+start_agent /agent/a.sock --allow /mnt/scratch
+(
+  while [ ! -e /tmp/stop ]; do
+    mv /mnt/scratch/job /mnt/scratch/.real
+    ln -s /victim /mnt/scratch/job
+    rm /mnt/scratch/job
+    mv /mnt/scratch/.real /mnt/scratch/job
+  done
+) &
+SWAPPER=$!
+i=0
+while [ $i -lt 100 ]; do
+  i=$((i + 1))
+  run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/job
+done
+touch /tmp/stop
+wait $SWAPPER
+intact /victim
+"#;
+    let Some((out, err)) = node_run(&sandbox, script) else {
+        return;
+    };
+    assert_eq!(out, "agent=1\n".repeat(100), "{err}");
+    assert!(!err.contains("emptied"), "{err}");
+    let (differs, symlink) = (
+        err.matches("the node's /mnt/scratch/job is 0:").count()
+            + err.matches("the node has no /mnt/scratch/job").count(),
+        err.matches("is a symlink on the node").count(),
+    );
+    assert_eq!(differs + symlink, 100, "{err}");
+    eprintln!("100 runs: {differs} differs, {symlink} refused a symlink");
 }

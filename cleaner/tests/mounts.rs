@@ -13,6 +13,7 @@ use std::fs;
 use std::path::Path;
 use std::process::Output;
 
+use support::agent::START_AGENT_SH;
 use support::{assert_canary, plant_canary, stderr, unshare, Sandbox, BIN};
 
 /// Runs `script` as `sh -c` inside each available private mount namespace and hands the
@@ -22,9 +23,10 @@ fn in_mount_namespaces(sandbox_dir: &Path, script: &str, mut check: impl FnMut(O
         let Some(unshare) = unshare(flags) else {
             continue;
         };
+        let script = format!("{START_AGENT_SH}{script}");
         let output = std::process::Command::new(unshare)
             .args(flags)
-            .args(["sh", "-euc", script, "sh"])
+            .args(["sh", "-euc", &script, "sh"])
             .arg(sandbox_dir)
             .arg(BIN)
             .output()
@@ -138,14 +140,16 @@ D=$1 BIN=$2 T=$1/target
 mount --make-rprivate /
 mount -t tmpfs tmpfs "$T"
 mkdir -p "$T/x/y" && echo junk > "$T/x/y/z" && ln -s "$D/canary" "$T/link"
+start_agent "$D/agent.sock"
 set +e
-"$BIN" hook --target "$T" --host "$T" --whole-filesystem
+"$BIN" hook --node-agent "$D/agent.sock" --target "$T" --host "$T" --whole-filesystem
 echo "status=$?"
 ls -A "$T" | wc -l
 "#;
 
 /// The usual case in a pod: the target is itself the root of a mount (here a whole
-/// tmpfs, which the operator allowed: `--whole-filesystem`).
+/// tmpfs, which the operator allowed: `--whole-filesystem`, and the node agent vouches
+/// that it is the node's directory at that path).
 #[test]
 fn a_target_that_is_a_mount_root_is_emptied() {
     let sandbox = Sandbox::new();

@@ -15,6 +15,7 @@ use std::thread;
 use std::time::Instant;
 
 use rustix::fs::{renameat_with, RenameFlags, CWD};
+use support::agent::NodeAgent;
 use support::{stderr, Sandbox, BIN};
 
 const RUNS: usize = 200;
@@ -87,6 +88,7 @@ fn swapper(
 /// Runs the cleaner on `target` while the pairs are exchanged: its status, its stderr
 /// and the number of exchanges.
 fn clean_while_swapping(
+    agent: &NodeAgent,
     target: &Path,
     pairs: Vec<(PathBuf, PathBuf)>,
     link_to: &Path,
@@ -94,7 +96,9 @@ fn clean_while_swapping(
     let stop = Arc::new(AtomicBool::new(false));
     let handle = swapper(pairs, link_to.to_owned(), stop.clone());
     let output = Command::new(BIN)
-        .args(["hook", "--target"])
+        .arg("hook")
+        .args(agent.args())
+        .arg("--target")
         .arg(target)
         .args(support::on_whole_filesystem(target))
         .stdin(Stdio::null())
@@ -108,6 +112,8 @@ fn clean_while_swapping(
 #[test]
 fn swapping_a_directory_for_a_symlink_never_reaches_the_canary() {
     let sandbox = Sandbox::on_tmpfs();
+    // /dev/shm is its own filesystem: its prefixes are cleaned with the node's word.
+    let agent = NodeAgent::start();
     let canary = sandbox.path("named-canary");
     plant_named_canary(&canary);
     let swaps = AtomicU64::new(0);
@@ -125,7 +131,7 @@ fn swapping_a_directory_for_a_symlink_never_reaches_the_canary() {
             (victim.clone(), sandbox.target.join(".swap")),
             (deep.clone(), sandbox.target.join("a/b/.swap")),
         ];
-        let (status, err, n) = clean_while_swapping(&sandbox.target, pairs, &canary);
+        let (status, err, n) = clean_while_swapping(&agent, &sandbox.target, pairs, &canary);
         swaps.fetch_add(n, Ordering::Relaxed);
         assert!(matches!(status, Some(0 | 1)), "run {run}: {status:?} {err}");
         if status == Some(1) {
@@ -156,6 +162,8 @@ fn swapping_a_directory_for_a_symlink_never_reaches_the_canary() {
 #[test]
 fn swapping_an_intermediate_directory_of_the_target_path() {
     let sandbox = Sandbox::on_tmpfs();
+    // /dev/shm is its own filesystem: its prefixes are cleaned with the node's word.
+    let agent = NodeAgent::start();
     // base/mid/t is the target; base/.alt → alt, where alt/t holds the canary.
     let base = sandbox.path("base");
     let alt = sandbox.path("alt");
@@ -172,7 +180,7 @@ fn swapping_an_intermediate_directory_of_the_target_path() {
             }
         }
         let pairs = vec![(base.join("mid"), base.join(".alt"))];
-        let (status, err, _) = clean_while_swapping(&target, pairs, &alt);
+        let (status, err, _) = clean_while_swapping(&agent, &target, pairs, &alt);
         if err.contains("emptied") {
             emptied += 1;
             assert_eq!(status, Some(0), "run {run}: {err}");
@@ -192,6 +200,8 @@ fn swapping_an_intermediate_directory_of_the_target_path() {
 #[test]
 fn moving_a_directory_out_during_a_deep_walk() {
     let sandbox = Sandbox::on_tmpfs();
+    // /dev/shm is its own filesystem: its prefixes are cleaned with the node's word.
+    let agent = NodeAgent::start();
     let outside = sandbox.path("outside");
     fs::create_dir(&outside).expect("mkdir");
     support::plant_canary(&outside.join("canary"));
@@ -222,7 +232,9 @@ fn moving_a_directory_out_during_a_deep_walk() {
             })
         };
         let output = Command::new(BIN)
-            .args(["hook", "--target"])
+            .arg("hook")
+            .args(agent.args())
+            .arg("--target")
             .arg(&sandbox.target)
             .args(support::on_whole_filesystem(&sandbox.target))
             .output()

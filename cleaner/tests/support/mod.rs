@@ -6,6 +6,9 @@
 
 #![allow(dead_code)]
 
+pub mod agent;
+pub mod node;
+
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::{lchown, PermissionsExt};
@@ -175,8 +178,9 @@ pub fn command(user: User, args: &[&std::ffi::OsStr]) -> Command {
 
 /// The identity options of a target that lies, under its own path, on a filesystem
 /// mounted whole (the test machine's `/` or `/dev/shm`, no mount namespace): `--host`
-/// its own path and `--whole-filesystem`. Tests of the identity check itself set up
-/// real bind mounts instead (tests/identity.rs).
+/// its own path and `--whole-filesystem`. Such a prefix is cleaned only with the node
+/// agent's word (`/dev/shm` is its own filesystem): pass [`agent::NodeAgent::args`] too.
+/// Tests of the identity check itself set up real bind mounts instead (tests/identity.rs).
 pub fn on_whole_filesystem(target: &Path) -> [OsString; 3] {
     [
         "--host".into(),
@@ -185,9 +189,12 @@ pub fn on_whole_filesystem(target: &Path) -> [OsString; 3] {
     ]
 }
 
-/// `prestop-clean hook --target T --host T --whole-filesystem…` as `user`.
+/// `prestop-clean hook --node-agent S --target T --host T --whole-filesystem…` as
+/// `user`, with a node agent of its own.
 pub fn clean(user: User, targets: &[&Path]) -> Output {
+    let agent = agent::NodeAgent::start();
     let mut args: Vec<OsString> = vec!["hook".into()];
+    args.extend(agent.args());
     for target in targets {
         args.push("--target".into());
         args.push(target.as_os_str().to_owned());

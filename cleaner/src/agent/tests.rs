@@ -1,0 +1,105 @@
+use super::*;
+
+#[test]
+fn requests_round_trip_and_every_prefix_is_incomplete() {
+    for host in [
+        &b"/mnt/scratch/job"[..],
+        b"/a\nsame\n",
+        b"/\xff\x00 7 /x\n",
+        &[b'/'; 4000],
+    ] {
+        let request = encode_request(host);
+        assert_eq!(parse_request(&request), Ok(Some(host)));
+        for end in 0..request.len() {
+            assert_eq!(parse_request(&request[..end]), Ok(None), "{end}");
+        }
+        let mut longer = request.clone();
+        longer.push(b'x');
+        assert!(parse_request(&longer).is_err());
+    }
+}
+
+#[test]
+fn answers_are_one_line_of_the_protocol() {
+    assert_eq!(parse_answer(b"same\n"), Some(Verdict::Same));
+    assert_eq!(
+        parse_answer(b"differs: x\n"),
+        Some(Verdict::Differs("x".into()))
+    );
+    assert_eq!(
+        parse_answer(b"refused: busy\n"),
+        Some(Verdict::Refused("busy".into()))
+    );
+    for bad in [
+        &b"same"[..],
+        b"",
+        b"\n",
+        b"same\nsame\n",
+        b"Same\n",
+        b"differs\n",
+        // Control characters could forge or erase a line of the cleaner's output.
+        b"differs: a\rb\n",
+        b"refused: \x1b[2Kx\n",
+        b"refused: \xff\n",
+    ] {
+        assert_eq!(parse_answer(bad), None, "{bad:?}");
+    }
+}
+
+#[test]
+fn host_paths_are_normalized_and_below_a_prefix_component_wise() {
+    for good in ["/", "/mnt", "/mnt/scratch/a b"] {
+        assert!(is_normalized(good.as_bytes()), "{good}");
+    }
+    for bad in [
+        "",
+        "mnt",
+        "/mnt/",
+        "//mnt",
+        "/mnt/./x",
+        "/mnt/../x",
+        "/mnt/x\0",
+    ] {
+        assert!(!is_normalized(bad.as_bytes()), "{bad:?}");
+    }
+    assert!(at_or_below(b"/mnt/scratch", b"/mnt/scratch"));
+    assert!(at_or_below(b"/mnt/scratch/x", b"/mnt/scratch"));
+    assert!(!at_or_below(b"/mnt/scratchx", b"/mnt/scratch"));
+    assert!(!at_or_below(b"/mnt", b"/mnt/scratch"));
+    assert!(at_or_below(b"/etc", b"/"));
+}
+
+#[test]
+fn agent_arguments_are_checked() {
+    let args = |items: &[&str]| {
+        AgentArgs::parse(&items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>())
+    };
+    assert_eq!(
+        args(&[
+            "--socket",
+            "/s",
+            "--host-root",
+            "/host",
+            "--allow",
+            "/a",
+            "--allow",
+            "/b"
+        ]),
+        Ok(AgentArgs {
+            host_root: "/host".into(),
+            socket: "/s".into(),
+            allow: vec!["/a".into(), "/b".into()],
+        })
+    );
+    for bad in [
+        &["--socket", "/s"][..],
+        &["--host-root", "/h"],
+        &["--host-root", "/h", "--socket", "/s", "--allow", "a/b"],
+        &["--host-root", "/h", "--socket", "/s", "--allow", "/a/"],
+        &["--host-root", "/h", "--socket", "/s", "--socket", "/t"],
+        &["--host-root", "/h", "--socket", "/s", "--bogus", "x"],
+        &["--host-root", "/h", "--socket", "/s", "--allow"],
+    ] {
+        assert!(args(bad).is_err(), "{bad:?}");
+    }
+}
