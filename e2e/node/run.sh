@@ -92,9 +92,12 @@ source "$ROOT/e2e/lib/assert.sh"
 source "$HERE/lib/scenarios.sh"
 # shellcheck source=lib/safety.sh
 source "$HERE/lib/safety.sh"
+# shellcheck source=lib/third_review.sh
+source "$HERE/lib/third_review.sh"
 
 run_scenarios
 run_safety_scenarios
+run_third_review_scenarios
 
 # --- teardown, checked -----------------------------------------------------------------
 suite_teardown_checked
