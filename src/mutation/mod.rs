@@ -14,7 +14,8 @@
 //!   re-decided from what it carries; unrecorded, it is left alone (see `record`).
 //! - On `/mutate/auto` without a cleanup annotation, only provably private, per-pod
 //!   directories are cleaned (see `sharing`); an exec-hook cleanup goes only where the
-//!   kubelet cannot start the container again in its pod (see `restarts`).
+//!   kubelet cannot start the container again in its pod (see `restarts`) and no other
+//!   container of the pod still uses the directory (`sharing::still_used_by`).
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
 //!   value and the accepted forms.
 
