@@ -26,6 +26,9 @@ use crate::mutation::scope::settings::{Cleanup, Settings};
 use crate::mutation::targets::{self, HostPath, Open};
 use serde_json::Value;
 
+/// What [`shared_by`] says of a StatefulSet, whose pods come back under the same names.
+const STATEFUL_SET: &str = "a StatefulSet";
+
 /// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
 /// when they are its sole users: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
 pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
@@ -53,6 +56,7 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
             })
         }
         // Every StatefulSet keeps state; a DaemonSet's directory outlives each of its pods.
+        "StatefulSet" => Some(STATEFUL_SET.to_owned()),
         other => Some(format!("a {other}")),
     }
 }
@@ -108,12 +112,17 @@ pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mu
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mounts = targets::mounts(container);
+    // A StatefulSet brings `web-0` back under the same name, expecting its directory: only
+    // the pod's uid names a directory of one pod's own there.
+    let (per_pod, fix): (fn(&Value, &Value) -> bool, &str) = if why == STATEFUL_SET {
+        (is_private, "$(POD_UID)")
+    } else {
+        (is_per_pod, "$(POD_NAME)")
+    };
     for path in paths {
-        let per_pod =
-            targets::mount_of(&mounts, path).is_some_and(|m| is_per_pod(container, m.raw));
-        if !per_pod {
+        if !targets::mount_of(&mounts, path).is_some_and(|m| per_pod(container, m.raw)) {
             warnings.push(format!(
-                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
+                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: {fix}"
             ));
         }
     }
