@@ -36,3 +36,34 @@ fn statefulset_sharing_warning_recommends_what_is_enough() {
     let outcome = mutate(stateful_set(per_uid, by_uid));
     assert_eq!(outcome.decision.warnings, Vec::<String>::new());
 }
+
+#[test]
+fn sidecar_mode_without_run_as_user_says_what_to_set() {
+    // Real Always/OnFailure workloads with writable hostPaths have no runAsUser: sidecar
+    // mode falls back to an exec hook, which a finished Job never runs. Say both.
+    let object = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "etl",
+        "annotations": {"prestop-injector.io/cleanup": "auto", "prestop-injector.io/mode": "sidecar"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "etl", "image": "busybox:1.36",
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+            "volumes": [host_path_volume("scratch", "/mnt/scratch")]}}}});
+    let outcome = mutate(object);
+    assert_eq!(
+        cleanup_targets(container(&outcome.patched, 0)),
+        ["/scratch"]
+    );
+    let warnings = &outcome.decision.warnings;
+    assert!(
+        warnings.iter().any(|w| w.starts_with(
+            "container \"etl\": no cleanup sidecar: it has no runAsUser; set securityContext.runAsUser and runAsGroup"
+        )),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.starts_with("container \"etl\":")
+            && w.contains("exec preStop")
+            && w.contains("does not run when it exits on its own (a finished Job)")),
+        "{warnings:?}"
+    );
+    assert!(warnings.iter().all(|w| w.chars().count() <= 120));
+}

@@ -268,6 +268,11 @@ pub(super) fn plan_container(
                 None => {
                     let mut aside = Vec::new();
                     let hook = exec_hook(exec_action, &mut aside);
+                    if settings.mode == Mode::Sidecar {
+                        aside.push(format!(
+                            "container {name:?}: the exec preStop used instead does not run when it exits on its own (a finished Job)"
+                        ));
+                    }
                     aside.extend(shared_warnings(name, &shared, "no cleanup sidecar"));
                     Ok((hook, aside))
                 }
