@@ -4,7 +4,50 @@
 mod core_support;
 
 use core_support::*;
+use prestop_injector::mutation::Endpoint;
 use serde_json::{json, Value};
+
+#[test]
+fn explicit_zero_grace_is_kept_when_nothing_is_injected() {
+    // Namespace opt-in (`/mutate/auto`): a Deployment with nothing to clean and no hook
+    // of its own asked for nothing; its `0` is its owner's choice.
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "web", "image": "nginx:1.27"}]}}}});
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), deployment.clone());
+    assert_eq!(outcome.decision.patch, None, "{}", outcome.warnings());
+    assert_eq!(grace(&outcome.patched), Some(0));
+
+    // An annotated Job whose cleanup is refused (no allowed prefix): the same.
+    let mut refused = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
+    refused["spec"]["template"]["spec"]["volumes"] =
+        json!([host_path_volume("scratch", "/srv/elsewhere")]);
+    refused["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(0);
+    let outcome = mutate(refused);
+    assert_eq!(outcome.decision.patch, None, "{}", outcome.warnings());
+
+    // What we inject still gets its time, from an explicit 0 too.
+    let mut injected = scratch_job(json!({"prestop-injector.io/cleanup": "auto"}));
+    injected["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(0);
+    let outcome = mutate(injected);
+    assert_eq!(
+        cleanup_targets(container(&outcome.patched, 0)),
+        ["/scratch"]
+    );
+    assert_eq!(grace(&outcome.patched), Some(40));
+
+    // And so does the user's own hook that sleeps.
+    let mut sleeping = deployment;
+    sleeping["spec"]["template"]["spec"]["containers"][0]["lifecycle"] =
+        json!({"preStop": {"exec": {"command": ["sh", "-c", "nginx -s quit; sleep 20"]}}});
+    let outcome = mutate_with(Endpoint::MutateAuto, &test_config(), sleeping);
+    assert_eq!(
+        outcome.patched["spec"]["template"]["spec"]["terminationGracePeriodSeconds"],
+        json!(30)
+    );
+}
 
 fn stateful_set(mount: Value, env: Value) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
