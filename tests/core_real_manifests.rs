@@ -110,3 +110,58 @@ fn sidecar_mode_without_run_as_user_says_what_to_set() {
     );
     assert!(warnings.iter().all(|w| w.chars().count() <= 120));
 }
+
+fn windows_job(spec_extra: Value) -> Value {
+    let mut object = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "win", "annotations": {"prestop-injector.io/cleanup": "auto"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "app", "image": "mcr.microsoft.com/windows/servercore:ltsc2022",
+                "command": ["bash", "-c", "del C:\\data\\*"],
+                "volumeMounts": [{"name": "data", "mountPath": "C:\\data"}]}],
+            "volumes": [{"name": "data", "hostPath": {"path": "C:\\scratch", "type": "DirectoryOrCreate"}}]}}}});
+    let spec = object["spec"]["template"]["spec"].as_object_mut().unwrap();
+    spec.extend(spec_extra.as_object().unwrap().clone());
+    object
+}
+
+#[test]
+fn windows_pods_are_left_alone() {
+    let required = |values: Value| {
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": values}]}]}}}})
+    };
+    for spec in [
+        json!({"nodeSelector": {"kubernetes.io/os": "windows"}}),
+        required(json!(["windows"])),
+        json!({"os": {"name": "windows"}}),
+    ] {
+        for endpoint in [Endpoint::Mutate, Endpoint::MutateAuto] {
+            let outcome = mutate_with(endpoint, &test_config(), windows_job(spec.clone()));
+            assert_eq!(outcome.decision.patch, None, "{spec}");
+            assert_eq!(outcome.decision.denial, None, "{spec}");
+            assert_eq!(
+                outcome.decision.warnings.len(),
+                1,
+                "{spec}: {}",
+                outcome.warnings()
+            );
+            assert!(
+                outcome.decision.warnings[0].starts_with("left unchanged: a Windows pod ("),
+                "{}",
+                outcome.warnings()
+            );
+        }
+    }
+    // A pod that may land on Linux is still decided (here: its bash is fixed).
+    let mut either = windows_job(required(json!(["windows", "linux"])));
+    either["spec"]["template"]["spec"]["containers"][0]["image"] = json!("busybox:1.36");
+    let outcome = mutate(either);
+    assert_eq!(
+        container(&outcome.patched, 0)["command"][0],
+        "/bin/sh",
+        "{}",
+        outcome.warnings()
+    );
+    assert!(!outcome.warnings().contains("Windows"));
+}
