@@ -113,6 +113,15 @@ fn user_sidecar_sharing_the_directory_gets_the_cleanup_sidecar() {
         assert_eq!(status["containers"], json!(["worker"]));
         assert!(status["sidecar"].is_string(), "{status}");
         assert_eq!(outcome.decision.warnings, Vec::<String>::new());
+        // The Job's pods reproduce the decision: the sidecar's copy of /data is not
+        // another user of the directory, so nothing moves back to an exec hook.
+        let template = &outcome.patched["spec"]["template"];
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "job-worker-x7k2p", "annotations": template["metadata"]["annotations"],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                    "name": "job-worker", "controller": true}]},
+            "spec": template["spec"]});
+        assert_no_patch_on_either_endpoint(&pod);
     }
 }
 
