@@ -180,17 +180,19 @@ fn a_container_with_a_mount_where_the_program_goes_is_not_cleaned() {
     for mount_path in ["/.prestop-injector", "/.prestop-injector/x", "/"] {
         let mut object = seed_job();
         let spec = spec_mut(&mut object);
+        // On a directory of its own: one that "app" also mounts is cleaned by neither
+        // exec hook (core_directory_users).
         let mut second = scratch_container();
         second["name"] = json!("second");
+        second["volumeMounts"][0]["name"] = json!("work");
         spec["containers"].as_array_mut().unwrap().push(second);
         spec["containers"][0]["volumeMounts"]
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "tools", "mountPath": mount_path}));
-        spec["volumes"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": "tools", "emptyDir": {}}));
+        let volumes = spec["volumes"].as_array_mut().unwrap();
+        volumes.push(json!({"name": "tools", "emptyDir": {}}));
+        volumes.push(host_path_volume("work", "/mnt/work"));
         let outcome = mutate(object.clone());
         assert!(
             outcome.warnings().contains(&format!(

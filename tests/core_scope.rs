@@ -499,12 +499,17 @@ fn containers_annotation_restricts_injection() {
     let mut object = scratch_job(
         json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/containers": "second"}),
     );
+    // Each on a directory of its own: a directory both mount is cleaned by neither's
+    // preStop (core_pod_end, containers sharing a directory).
     let mut second = scratch_container();
     second["name"] = json!("second");
-    object["spec"]["template"]["spec"]["containers"]
+    second["volumeMounts"][0]["name"] = json!("work");
+    let spec = &mut object["spec"]["template"]["spec"];
+    spec["containers"].as_array_mut().unwrap().push(second);
+    spec["volumes"]
         .as_array_mut()
         .unwrap()
-        .push(second);
+        .push(host_path_volume("work", "/mnt/work"));
     let outcome = mutate(object);
     assert!(pre_stop_argv(container(&outcome.patched, 0)).is_empty());
     assert!(!pre_stop_argv(container(&outcome.patched, 1)).is_empty());

@@ -168,8 +168,15 @@ fn class_6_an_explicit_annotation_on_shared_pods_proceeds_and_names_the_fix() {
             );
             let outcome = mutate_with(endpoint, &test_config(), object);
             assert!(cleaned(&outcome.patched), "{kind} {annotation}");
+            // A StatefulSet's pod names come back: only the uid is per pod there
+            // (statefulset_sharing_warning_recommends_what_is_enough).
+            let fix = if kind == "StatefulSet" {
+                "$(POD_UID)"
+            } else {
+                "$(POD_NAME)"
+            };
             let warning = format!(
-                "container \"app\": /scratch may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
+                "container \"app\": /scratch may be shared by pods of {why}; use subPathExpr: {fix}"
             );
             assert_eq!(outcome.decision.warnings, [warning], "{kind} {annotation}");
         }

@@ -9,6 +9,7 @@
 
 mod input;
 mod output;
+mod reach;
 mod yaml;
 mod yaml11;
 
@@ -212,7 +213,7 @@ fn report(pending: &Pending, stderr: &mut impl Write) -> Result<(Decided, bool)>
         .unwrap_or_else(|| "<no name>".to_owned());
     let kind = &request.kind.kind;
     let decision = &reviewed.decision;
-    for warning in &decision.warnings {
+    for warning in decision.warnings.iter().chain(&reach::notes(request)) {
         writeln!(stderr, "Warning: {kind}/{name}: {warning}")?;
     }
     let path = match &request.namespace {

@@ -33,10 +33,16 @@ fn hook_estimate(container: &Value, config: &Config) -> u64 {
 /// docs/DESIGN.md#grace-period: raises `terminationGracePeriodSeconds` to cover hook + shutdown (+
 /// the sidecar's cleanup), never lowers it, caps it at `maxGraceSeconds`. Returns the resulting
 /// value.
+///
+/// Only where something needs the time: a hook or sidecar we inject, a user's hook that
+/// takes time, or `hook-seconds`. Otherwise the value is the user's choice (an explicit
+/// `0` included) and, under namespace opt-in, an object that asked for nothing is not
+/// patched for it.
 pub(super) fn raise(
     spec: &mut Value,
     settings: &Settings,
     config: &Config,
+    injected: bool,
     has_sidecar: bool,
     warnings: &mut Vec<String>,
 ) -> u64 {
@@ -47,6 +53,12 @@ pub(super) fn raise(
             .max()
             .unwrap_or(0)
     });
+    let current = spec
+        .field("terminationGracePeriodSeconds")
+        .and_then(Value::as_u64);
+    if !injected && !has_sidecar && hook == 0 {
+        return current.unwrap_or(DEFAULT_GRACE_SECONDS);
+    }
     let sidecar = if has_sidecar {
         config.cleanup_budget_seconds
     } else {
@@ -55,9 +67,6 @@ pub(super) fn raise(
     let needed = hook
         .saturating_add(settings.shutdown_seconds)
         .saturating_add(sidecar);
-    let current = spec
-        .field("terminationGracePeriodSeconds")
-        .and_then(Value::as_u64);
     let effective = current.unwrap_or(DEFAULT_GRACE_SECONDS);
     let capped = if needed > config.max_grace_seconds {
         warnings.push(format!(

@@ -14,7 +14,9 @@
 //!   re-decided from what it carries; unrecorded, it is left alone (see `record`).
 //! - On `/mutate/auto` without a cleanup annotation, only provably private, per-pod
 //!   directories are cleaned (see `sharing`); an exec-hook cleanup goes only where the
-//!   kubelet cannot start the container again in its pod (see `restarts`).
+//!   kubelet cannot start the container again in its pod (see `restarts`) and no other
+//!   container of the pod still uses the directory (`sharing::still_used_by`).
+//! - A pod template for Windows nodes only is left alone, with one warning (see `os`).
 //! - A template whose cleanup we inject is sealed for its namespace (see `seal`), so that
 //!   the reaper can tell our cleanup from a copy; without a key nothing is sealed.
 //! - Malformed annotations are denied with a sentence that names the annotation, the bad
@@ -26,7 +28,7 @@ use inject::delivery;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use record::Recorded;
-use scope::{gates, record, settings, workload};
+use scope::{gates, os, record, settings, workload};
 use serde_json::{Map, Value};
 use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
 use targets::sharing;
@@ -196,6 +198,18 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
         }
     };
 
+    // Everything we inject is for Linux nodes: a Windows pod is left alone, said once.
+    if let Some(why) = template
+        .and_then(|t| t.field("spec"))
+        .and_then(os::windows_only)
+    {
+        return Decision {
+            warnings: vec![shorten(format!(
+                "left unchanged: a Windows pod ({why}); the cleanup and shell fix are Linux only"
+            ))],
+            ..Decision::allow()
+        };
+    }
     let mutated = patch_template(workload, template, |template, original| {
         // Only an injected template is recorded: what a controller makes from any other
         // template is left alone as unrecorded, which is what the workload got too.

@@ -290,3 +290,73 @@ fn every_example_and_fixture_is_idempotent() {
         }
     }
 }
+
+/// Issue 27: a `batch/v1beta1` CronJob used to pass through in silence.
+#[test]
+fn v1beta1_cronjob_is_explained() {
+    let cron_job = "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: nightly\n  \
+        annotations:\n    prestop-injector.io/cleanup: auto\nspec:\n  schedule: '0 3 * * *'\n  \
+        jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: Never\n          \
+        containers:\n          - name: app\n            image: busybox:1.36\n";
+    let run = ok(mutate(&["-o", "patch"], cron_job));
+    assert_eq!(run.stdout, "[]\n");
+    let warning = run
+        .stderr
+        .lines()
+        .find(|line| {
+            line.starts_with(
+                "Warning: CronJob/nightly: batch/v1beta1 CronJob is left unchanged here",
+            )
+        })
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(
+        warning.contains("converts it to batch/v1 before calling the webhook")
+            && warning.contains("run mutate on the batch/v1 form"),
+        "{warning}"
+    );
+    // The batch/v1 form is decided, without the note.
+    let run = ok(mutate(&[], &cron_job.replace("batch/v1beta1", "batch/v1")));
+    assert!(
+        !run.stderr.contains("left unchanged here"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Issue 27: `mutate` decides what the installed webhook never receives.
+#[test]
+fn mutate_warns_about_namespaces_the_webhook_never_sees() {
+    let job = |namespace: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  namespace: {namespace}\n  \
+             annotations:\n    prestop-injector.io/cleanup: auto\nspec:\n  template:\n    spec:\n      \
+             restartPolicy: Never\n      containers:\n      - name: app\n        image: busybox:1.36\n"
+        )
+    };
+    for namespace in [
+        "kube-system",
+        "kube-public",
+        "kube-node-lease",
+        "prestop-system",
+    ] {
+        let run = ok(mutate(&[], &job(namespace)));
+        let expected =
+            format!("Warning: Job/j: namespace {namespace}: the installed webhook never sees it");
+        assert!(
+            run.stderr.contains(&expected),
+            "{namespace}: {}",
+            run.stderr
+        );
+        assert!(run
+            .stderr
+            .contains("the cluster admits this object unchanged"));
+    }
+    let run = ok(mutate(&[], &job("batch")));
+    assert!(!run.stderr.contains("never sees it"), "{}", run.stderr);
+    // Kinds the webhook has no rule for get no note at all.
+    let run = ok(mutate(
+        &[],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: kube-system\n",
+    ));
+    assert_eq!(run.stderr, "");
+}

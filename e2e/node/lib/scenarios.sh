@@ -392,6 +392,83 @@ errexit_compound_redirection() {
   kc delete job errexit-bash errexit-sh --cascade=background --wait=false
   expect "the Jobs delete" test "$STATUS" -eq 0
   # Not waited for: see seed_without_webhook (a pod that never started).
+# --- issue 27: a container's stop is not the end of its directory's use -----------------
+# Two app containers share one scratch directory in a restartPolicy: Never pod. The
+# liveness probe of `worker` fails once it wrote its part: the kubelet kills it (running
+# its preStop) and, by the restart policy, never starts it again; the pod goes on with
+# `shipper`. An exec-hook cleanup on `worker` would empty what `shipper` still reads.
+shared_dir_pod() { # host-dir
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: shared-dir
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: worker
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command:
+    - sh
+    - -c
+    - |
+      mkdir -p /data/chunks
+      for i in 1 2 3; do echo "chunk \$i" > /data/chunks/\$i; done
+      touch /tmp/unhealthy
+      trap "exit 0" TERM
+      sleep 100005 & wait
+    livenessProbe:
+      exec: {command: [sh, -c, "test ! -f /tmp/unhealthy"]}
+      initialDelaySeconds: 2
+      periodSeconds: 1
+      failureThreshold: 1
+    volumeMounts: [{name: scratch, mountPath: /data}]
+  - name: shipper
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command:
+    - sh
+    - -c
+    - |
+      trap "exit 0" TERM
+      while :; do ls /out/chunks 2>/dev/null | wc -l > /out/seen.tmp; mv /out/seen.tmp /out/seen; sleep 1; done &
+      wait
+    volumeMounts: [{name: scratch, mountPath: /out}]
+  volumes:
+  - {name: scratch, hostPath: {path: $1, type: DirectoryOrCreate}}
+EOF
+}
+
+shared_dir_survives_a_liveness_kill() {
+  local dir="$HOST/allowed/shared-dir"
+  kc create -o json -f - <<<"$(shared_dir_pod "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "the webhook warns, naming the other container" has "$ERR" '"shipper" also mounts it'
+  expect "no exec-hook cleanup in worker" \
+    jqt "$OUT" '(.spec.containers[0].lifecycle.preStop.exec.command // []) | index("--target") == null'
+  expect "nor in shipper" \
+    jqt "$OUT" '(.spec.containers[1].lifecycle.preStop.exec.command // []) | index("--target") == null'
+  expect "worker writes its chunks" wait_for 60 has_file "$dir/chunks/3"
+  worker_terminated() {
+    k get pod shared-dir -o json | jq -e '.status.containerStatuses[] | select(.name == "worker")
+      | .state.terminated != null and .restartCount == 0' >/dev/null
+  }
+  expect "the liveness probe kills worker for good within 60 s (terminated, restartCount 0)" \
+    wait_for 60 worker_terminated
+  kc get pod shared-dir -o json
+  expect "the pod keeps running" jqt "$OUT" '.status.phase == "Running"'
+  expect "with shipper running" \
+    jqt "$OUT" '.status.containerStatuses[] | select(.name == "shipper") | .state.running != null'
+  expect "worker was not started again" \
+    jqt "$OUT" '.status.containerStatuses[] | select(.name == "worker") | .restartCount == 0'
+  # A count shipper wrote after worker's last chunk, read on the node.
+  fresh_count() { [[ "$dir/seen" -nt "$dir/chunks/3" && "$(cat "$dir/seen" 2>/dev/null)" == 3 ]]; }
+  expect "shipper still sees its 3 chunks after worker stopped" wait_for 30 fresh_count
+  expect "and they are on the node" has_file "$dir/chunks/1"
+  kc delete pod shared-dir --wait=false
+  expect "the pod goes away" wait_for 90 eval '! k get pod shared-dir'
 }
 
 run_scenarios() {
@@ -400,6 +477,7 @@ run_scenarios() {
   scenario "the example's 70 s preStop (restartPolicy: Never): still running 35 s after the delete, cleaned after the 70 s" pod_hook_outlives_30s
   scenario "a Job that finishes keeps its files in exec mode (1.20 has no native sidecars to clean them)" finished_job_keeps_files
   scenario "bash -ec with a failed { } > redirection in busybox: bash kept with a warning, the pod cannot start, the data survives (sh would wipe it)" errexit_compound_redirection
+  scenario "two containers sharing a directory: a liveness kill of one keeps the other's data (no exec cleanup, a warning naming it)" shared_dir_survives_a_liveness_kill
   if [[ -n "$CLEANER_BIN" ]]; then
     scenario "cleaner init container: program found, read-only mount, runs as the user, no symlink or mount crossed" cleaner_on_runtime
     scenario "an image without a shell gets its cleanup" shellless_image

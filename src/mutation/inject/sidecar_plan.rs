@@ -177,7 +177,9 @@ fn numeric_user(
     };
     let group = field("runAsGroup").and_then(Value::as_u64);
     match field("runAsUser").map(Value::as_u64) {
-        None => Err("it has no runAsUser".to_owned()),
+        // What real workloads miss most (none of 10 with writable hostPaths had one): say
+        // what to set, where the user reads it.
+        None => Err("it has no runAsUser; set securityContext.runAsUser and runAsGroup".to_owned()),
         Some(None) => Err("its runAsUser is not a number".to_owned()),
         Some(Some(0)) => Err("it runs as root".to_owned()),
         Some(Some(uid)) => Ok((uid, group)),

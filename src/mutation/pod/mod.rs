@@ -139,7 +139,14 @@ pub fn mutate(
     }
 
     let has_sidecar = sidecar_name.is_some();
-    let grace = grace::raise(spec, settings, config, has_sidecar, &mut warnings);
+    let grace = grace::raise(
+        spec,
+        settings,
+        config,
+        !injected.is_empty(),
+        has_sidecar,
+        &mut warnings,
+    );
     let changed = template != original;
     let status_present = template
         .at("/metadata/annotations")

@@ -41,7 +41,9 @@ pub(super) fn admit(
         }
         Err(no_exec) => {
             warnings.push(format!(
-                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
+                // The exec reason first: it names what the user can act on (another
+                // container, the restart policy); a long sidecar reason may be cut.
+                "container {name:?} not cleaned: {no_exec} (exec), {refusal} (sidecar)"
             ));
             restore.map_or(Plan::Leave, Plan::Restore)
         }
@@ -224,7 +226,17 @@ pub(super) fn plan_container(
         let why = restarts::restarts_in_pod(spec, container).filter(|_| cleans)?;
         Some(format!("{why} restarts it in its pod"))
     });
-    let wants_sidecar = settings.mode == Mode::Sidecar || exec_impossible.is_some();
+    // docs/DESIGN.md#where-the-cleanup-runs: nor where another container of the pod may still
+    // use the directory when this one stops; the exec hook keeps only the other targets.
+    let shared = shared_targets(spec, container, &action);
+    let exec_action = without(&action, &shared);
+    let only_shared = exec_impossible.is_none() && exec_action.is_none();
+    let exec_impossible = exec_impossible.or_else(|| {
+        let (path, others) = shared.first().filter(|_| only_shared)?;
+        Some(format!("{} {path}", also_mount(others)))
+    });
+    let wants_sidecar =
+        settings.mode == Mode::Sidecar || exec_impossible.is_some() || !shared.is_empty();
     let exec_hook = |action: Action, warnings: &mut Vec<String>| {
         let shell = if !needs_shell {
             // The program's cleanup hook runs no shell: none to choose, none to warn about.
@@ -248,14 +260,22 @@ pub(super) fn plan_container(
         Some(_) => Some("the sidecar restarts too".to_owned()),
         None => gates::sidecar_unavailable(config),
     };
+    let exec_action = exec_action.unwrap_or_else(|| action.clone());
     match (&action, wants_sidecar, unavailable.is_none()) {
         (Action::Cleanup(paths), true, true) => {
-            // Built now (its shell-fix warning kept aside) in case the sidecar refuses.
+            // Built now (its warnings kept aside) in case the sidecar refuses.
             let fallback = match &exec_impossible {
                 Some(reason) => Err(reason.clone()),
                 None => {
                     let mut aside = Vec::new();
-                    Ok((exec_hook(action.clone(), &mut aside), aside))
+                    let hook = exec_hook(exec_action, &mut aside);
+                    if settings.mode == Mode::Sidecar {
+                        aside.push(format!(
+                            "container {name:?}: the exec preStop used instead does not run when it exits on its own (a finished Job)"
+                        ));
+                    }
+                    aside.extend(shared_warnings(name, &shared, "no cleanup sidecar"));
+                    Ok((hook, aside))
                 }
             };
             return Plan::Sidecar {
@@ -276,9 +296,13 @@ pub(super) fn plan_container(
             let why = unavailable
                 .as_deref()
                 .unwrap_or("sidecar mode not available");
-            warnings.push(format!(
-                "container {name:?}: {reason}; cleanup skipped ({why})"
-            ));
+            if !only_shared {
+                warnings.push(format!(
+                    "container {name:?}: {reason}; cleanup skipped ({why})"
+                ));
+            } else {
+                warnings.extend(shared_warnings(name, &shared, why));
+            }
             // A hook of ours that cannot run here any more (say the program's, after a
             // switch to cleaner.mode: shell) gives the user's handler back.
             return ours.map_or(Plan::Leave, Plan::Restore);
@@ -286,11 +310,67 @@ pub(super) fn plan_container(
         (Action::Custom(_), true, _) => warnings.push(format!(
             "container {name:?}: a custom command runs as an exec preStop"
         )),
+        (_, true, false) if !shared.is_empty() => warnings.extend(shared_warnings(
+            name,
+            &shared,
+            unavailable.as_deref().unwrap_or_default(),
+        )),
         (_, true, false) => warnings.push(format!(
             "container {name:?}: {}; using an exec preStop",
             unavailable.unwrap_or_default()
         )),
         _ => {}
     }
-    Plan::Exec(exec_hook(action, warnings))
+    Plan::Exec(exec_hook(exec_action, warnings))
+}
+
+/// The cleanup targets of `action` whose host directory another container of the pod may
+/// still use when `container` stops, each with those containers' names.
+fn shared_targets(spec: &Value, container: &Value, action: &Action) -> Vec<(String, Vec<String>)> {
+    let Action::Cleanup(targets) = action else {
+        return Vec::new();
+    };
+    targets
+        .iter()
+        .filter_map(|target| {
+            let others = sharing::still_used_by(spec, container, &target.path);
+            (!others.is_empty()).then(|| (target.path.clone(), others))
+        })
+        .collect()
+}
+
+/// `action` without the `shared` targets; `None` when none is left.
+fn without(action: &Action, shared: &[(String, Vec<String>)]) -> Option<Action> {
+    match action {
+        Action::Cleanup(targets) => {
+            let kept: Vec<_> = targets
+                .iter()
+                .filter(|target| shared.iter().all(|(path, _)| path != &target.path))
+                .cloned()
+                .collect();
+            (!kept.is_empty()).then_some(Action::Cleanup(kept))
+        }
+        Action::Custom(_) => Some(action.clone()),
+    }
+}
+
+/// One warning per shared target that no cleanup sidecar takes: who else uses it, what
+/// to do, and why the sidecar does not (`why`).
+fn shared_warnings(name: &str, shared: &[(String, Vec<String>)], why: &str) -> Vec<String> {
+    shared
+        .iter()
+        .map(|(path, others)| {
+            format!(
+                "container {name:?}: {path} not cleaned: {} it; use separate subPaths ({why})",
+                also_mount(others)
+            )
+        })
+        .collect()
+}
+
+/// `"a" also mounts`, `"a", "b" also mount`.
+fn also_mount(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    let verb = if names.len() == 1 { "mounts" } else { "mount" };
+    format!("{} also {verb}", quoted.join(", "))
 }

@@ -219,6 +219,16 @@ pub fn pod_views_resolving(
     views
 }
 
+/// Where each mount of one `container` shows a hostPath volume's directory: the views
+/// [`pod_views`] gives for that container, with every `subPathExpr` kept open.
+pub fn container_views(spec: &Value, container: &Value) -> Vec<View> {
+    let list = container.field("volumeMounts").and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .filter_map(|raw| mount_view(spec, raw, container, &|_, _| None))
+        .collect()
+}
+
 fn mount_view(
     spec: &Value,
     raw: &Value,

@@ -29,8 +29,8 @@ pub(in crate::mutation) mod sharing;
 pub(in crate::mutation) mod stale_paths;
 
 pub use host::{
-    mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume, HostPath, Open,
-    View,
+    container_views, mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume,
+    HostPath, Open, View,
 };
 pub use identity::{identify, identify_all, identify_in};
 pub use mounts::{

@@ -13,12 +13,21 @@
 //! Known limit: a Job's `parallelism` may be raised after it was created, and Job
 //! UPDATEs are not reviewed (docs/DESIGN.md#scope); its pods keep the decision recorded at
 //! creation.
+//!
+//! Inside one pod, too, a container's stop is not the end of a directory's use: another
+//! app container, or a native sidecar that ships results from its SIGTERM handler, may
+//! still use it after this container's preStop ran ([`still_used_by`]).
 
+use crate::mutation::containers::app_containers;
 use crate::mutation::field::{At, Field};
+use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings};
-use crate::mutation::targets;
+use crate::mutation::targets::{self, HostPath, Open};
 use serde_json::Value;
+
+/// What [`shared_by`] says of a StatefulSet, whose pods come back under the same names.
+const STATEFUL_SET: &str = "a StatefulSet";
 
 /// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
 /// when they are its sole users: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
@@ -47,6 +56,7 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
             })
         }
         // Every StatefulSet keeps state; a DaemonSet's directory outlives each of its pods.
+        "StatefulSet" => Some(STATEFUL_SET.to_owned()),
         other => Some(format!("a {other}")),
     }
 }
@@ -102,15 +112,72 @@ pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mu
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mounts = targets::mounts(container);
+    // A StatefulSet brings `web-0` back under the same name, expecting its directory: only
+    // the pod's uid names a directory of one pod's own there.
+    let (per_pod, fix): (fn(&Value, &Value) -> bool, &str) = if why == STATEFUL_SET {
+        (is_private, "$(POD_UID)")
+    } else {
+        (is_per_pod, "$(POD_NAME)")
+    };
     for path in paths {
-        let per_pod =
-            targets::mount_of(&mounts, path).is_some_and(|m| is_per_pod(container, m.raw));
-        if !per_pod {
+        if !targets::mount_of(&mounts, path).is_some_and(|m| per_pod(container, m.raw)) {
             warnings.push(format!(
-                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
+                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: {fix}"
             ));
         }
     }
+}
+
+/// docs/DESIGN.md#where-the-cleanup-runs: the names of the other containers of the pod
+/// that may still use the host directory of `target` (a path of `container`, one of
+/// `spec`'s own app containers) after `container` stopped: app containers and native
+/// sidecars (init containers with `restartPolicy: Always`, ours excepted) with a mount
+/// whose host directory may be that one, inside it or above it. Plain init containers
+/// finished before any app container started.
+///
+/// "The same directory" is decided as the target rule decides it ([`HostPath::may_hold`]
+/// on every view of a hostPath volume): the same volume with the same `subPath`, or
+/// another volume or `subPath` that reaches the same host path; a `subPathExpr` may be
+/// any directory below its volume's, so it counts wherever it may reach (fail closed).
+pub fn still_used_by(spec: &Value, container: &Value, target: &str) -> Vec<String> {
+    let mounts = targets::mounts(container);
+    let Some(mount) = targets::mount_of(&mounts, target) else {
+        return Vec::new();
+    };
+    let Some(host) = targets::mount_host_path(spec, mount) else {
+        return Vec::new();
+    };
+    // An unreadable subPath may show any directory of the node.
+    let host = host
+        .unwrap_or(HostPath {
+            known: "/".to_owned(),
+            open: Some(Open::AtOrBelow),
+        })
+        .join(&target[mount.path.len()..]);
+    let native_sidecars = spec
+        .field("initContainers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|c| c.field("restartPolicy").and_then(Value::as_str) == Some("Always"))
+        .filter(|c| !is_our_sidecar(c));
+    app_containers(spec)
+        .iter()
+        .filter(|other| !std::ptr::eq(*other, container))
+        .chain(native_sidecars)
+        .filter(|other| {
+            targets::container_views(spec, other)
+                .iter()
+                .any(|view| view.host.may_hold(&host) || host.may_hold(&view.host))
+        })
+        .map(|other| {
+            other
+                .field("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
 }
 
 /// Whether a volumeMount's `subPathExpr` names a directory of its own for each pod: it
