@@ -535,3 +535,139 @@ fn exact(path: &str) -> prestop_injector::mutation::targets::HostPath {
         open: None,
     }
 }
+
+fn known(name: &str, paths: &[&str]) -> KnownPod {
+    KnownPod {
+        pod: PodRef {
+            uid: format!("uid-{name}"),
+            namespace: "other".into(),
+            name: name.into(),
+        },
+        uses: paths.iter().map(|p| exact(p)).collect(),
+        claims: Vec::new(),
+    }
+}
+
+/// One round over `pods` for DIR on `node`.
+fn round(node: &Node, pods: &[KnownPod]) -> Result<(), Busy> {
+    users::pods_on_the_node(Some(&node.host), pods, &[], &node.on_host(DIR), DIR)
+}
+
+#[test]
+fn a_symlink_retargeted_between_rounds_is_seen_in_the_next() {
+    // Nothing is cached across rounds: a pod's symlink that pointed elsewhere and now
+    // points at the directory (an app rewriting it between two checks) keeps it.
+    let node = Node::new();
+    node.scratch(DIR);
+    node.scratch("/mnt/scratch/job2");
+    link(&node, "/data/x", "/mnt/scratch/job2");
+    let pods = [known("swapper", &["/data/x"])];
+    assert_eq!(round(&node, &pods), Ok(()));
+    std::fs::remove_file(node.on_host("/data/x")).unwrap();
+    link(&node, "/data/x", DIR);
+    match round(&node, &pods) {
+        Err(Busy::InUse(why)) => assert!(why.contains("other/swapper"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Set in the child of the test below (a mount namespace of its own).
+const MOUNTS_CHILD: &str = "PRESTOP_TEST_REAPER_REACH_MOUNTS";
+
+/// Real mounts on the node, in a mount namespace of the test's own (`unshare -m`): the
+/// directory on a filesystem of its own (a tmpfs at /mnt/scratch), reached through a
+/// bind mount of it (the same identity under another name), from below through a bind of
+/// its child, and from above through a symlink to a directory of the root filesystem, the
+/// `..` climb crossing the mount. A bind of a sibling does not keep it.
+#[test]
+fn bind_mounts_and_other_filesystems_are_compared_by_identity() {
+    if std::env::var_os(MOUNTS_CHILD).is_some() {
+        mounts_child();
+        println!("mounts-child-passed");
+        return;
+    }
+    let unshare = ["/usr/bin/unshare", "/bin/unshare"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file());
+    let usable = unshare.is_some_and(|u| {
+        std::process::Command::new(u)
+            .args(["-m", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !usable {
+        let why = "unshare -m (as root) is needed";
+        if std::env::var("PRESTOP_REQUIRE_TOOLS").as_deref() == Ok("1") {
+            panic!("required (PRESTOP_REQUIRE_TOOLS=1): {why}");
+        }
+        eprintln!("note: skipped: {why}");
+        return;
+    }
+    let output = std::process::Command::new(unshare.unwrap())
+        .args(["-m", "--propagation", "private"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "bind_mounts_and_other_filesystems_are_compared_by_identity",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(MOUNTS_CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("mounts-child-passed"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn mounts_child() {
+    let mount = |args: &[&std::ffi::OsStr]| {
+        let status = std::process::Command::new("mount")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "mount {args:?}");
+    };
+    let node = Node::new();
+    let scratch = node.on_host("/mnt/scratch");
+    mount(&[
+        "-t".as_ref(),
+        "tmpfs".as_ref(),
+        "scratch".as_ref(),
+        scratch.as_os_str(),
+    ]);
+    node.scratch(DIR);
+    node.scratch("/mnt/scratch/job2");
+    for (alias, of) in [
+        ("/srv/alias", DIR),
+        ("/srv/child", "/mnt/scratch/job/nested"),
+        ("/srv/sibling", "/mnt/scratch/job2"),
+    ] {
+        let at = node.on_host(alias);
+        std::fs::create_dir_all(&at).unwrap();
+        mount(&[
+            "--bind".as_ref(),
+            node.on_host(of).as_os_str(),
+            at.as_os_str(),
+        ]);
+    }
+    link(&node, "/data/up", "/mnt");
+    let verdict = |paths: &[&str]| round(&node, &[known("user", paths)]);
+    for (paths, relation) in [
+        (&["/srv/alias"][..], "the directory itself"),
+        (&["/srv/child"][..], "a directory below it"),
+        (&["/srv/alias/nested/deeper"][..], "a directory below it"),
+        (&["/data/up"][..], "a directory above it"),
+        (&["/"][..], "a directory above it"),
+    ] {
+        match verdict(paths) {
+            Err(Busy::InUse(why)) => assert!(why.contains(relation), "{paths:?}: {why}"),
+            other => panic!("{paths:?}: {other:?}"),
+        }
+    }
+    assert_eq!(verdict(&["/srv/sibling", "/srv/sibling/nested"]), Ok(()));
+    assert_eq!(verdict(&["/mnt/scratch/job2"]), Ok(()));
+}

@@ -7,12 +7,21 @@
 //! resolved against the node's `/`, never the reaper's, and `..` never leaves it. The
 //! candidate itself is opened without following any symlink (the walk does the same).
 //! Each directory's lineage ([`Lineage`]) is then collected by climbing `..` from its
-//! descriptor to the node root's identity: the kernel's answer, not a spelling.
+//! descriptor to the node root's identity: the kernel's answer, not a spelling. And its
+//! place in its filesystem ([`Place`]: its mount, by the mount id `statx` gives, and that
+//! mount's root in the reaper's mountinfo), for a bind mount of a subdirectory, whose
+//! `..` climbs the mount tree instead.
 
-use super::reach::{Identity, Lineage, Reach};
-use rustix::fs::{fstat, openat, openat2, FileType, Mode, OFlags, ResolveFlags, CWD};
+use super::in_use::{self, is_at_or_below, Mount};
+use super::reach::{Identity, Lineage, Place, Reach};
+use rustix::fs::{
+    fstat, openat, openat2, statx, AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxFlags, CWD,
+};
 use rustix::io::Errno;
-use std::os::fd::{AsFd, OwnedFd};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd as _, OwnedFd};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 /// More `..` steps than any real path has: a climb that never meets the node's root.
@@ -27,6 +36,12 @@ pub struct NodeRoot {
     path: PathBuf,
     fd: OwnedFd,
     id: Identity,
+    /// The reaper's mounts (the node's, below the node root), by mount id, read once a
+    /// round.
+    mounts: HashMap<u64, Mount>,
+    /// Directory → its ancestors up to the node root, as climbed this round: the uses of
+    /// one round share most of their parents (`/mnt/scratch` for every pod of a Job).
+    climbed: RefCell<HashMap<Identity, Vec<Identity>>>,
 }
 
 /// Why a host path is not one directory of the node under its root.
@@ -51,10 +66,18 @@ impl NodeRoot {
         };
         let fd = openat(CWD, path, dir_flags(), Mode::empty()).map_err(unusable)?;
         let id = identity(&fd).map_err(unusable)?;
+        let mountinfo = std::fs::read("/proc/self/mountinfo")
+            .map_err(|error| format!("cannot read the reaper's mounts: {error}"))?;
+        let mounts = in_use::parse(&mountinfo)
+            .into_iter()
+            .map(|mount| (mount.id, mount))
+            .collect();
         Ok(NodeRoot {
             path: path.to_path_buf(),
             fd,
             id,
+            mounts,
+            climbed: RefCell::new(HashMap::new()),
         })
     }
 
@@ -127,7 +150,37 @@ impl NodeRoot {
         }
         let mut ids = vec![id];
         ids.extend_from_slice(self.lineage(dir)?.ids());
-        Lineage::new(ids).ok_or(Errno::INVAL)
+        Lineage::new(ids, self.place(file)?).ok_or(Errno::INVAL)
+    }
+
+    /// Where `fd` is in its filesystem: the root of its mount (by the mount id the kernel
+    /// gives for it) joined with the rest of its path below that mount's point.
+    fn place(&self, fd: &OwnedFd) -> Result<Place, Errno> {
+        let mount_id = statx(fd, "", AtFlags::EMPTY_PATH, StatxFlags::MNT_ID)?.stx_mnt_id;
+        let mount = self.mounts.get(&mount_id).ok_or(Errno::NODEV)?;
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|error| Errno::from_io_error(&error).unwrap_or(Errno::IO))?;
+        let path = link.as_os_str().as_bytes();
+        if !is_at_or_below(path, &mount.point) {
+            return Err(Errno::NODEV);
+        }
+        let rest = if mount.point == b"/" {
+            path
+        } else {
+            &path[mount.point.len()..]
+        };
+        let mut place = mount.root.clone();
+        if place.last() == Some(&b'/') {
+            place.pop();
+        }
+        place.extend_from_slice(rest);
+        if place.is_empty() {
+            place.push(b'/');
+        }
+        Ok(Place {
+            fs: mount.dev,
+            path: place,
+        })
     }
 
     fn open_in(&self, host_path: &str, flags: OFlags, how: ResolveFlags) -> Result<OwnedFd, Errno> {
@@ -146,20 +199,31 @@ impl NodeRoot {
 
     /// `fd`'s identity, then each parent's, up to the node's root.
     fn lineage(&self, fd: OwnedFd) -> Result<Lineage, Errno> {
+        let place = self.place(&fd)?;
         let mut ids = vec![identity(&fd)?];
         let mut current = fd;
         while ids.last() != Some(&self.id) {
+            let last = ids[ids.len() - 1];
+            if let Some(above) = self.climbed.borrow().get(&last) {
+                ids.extend_from_slice(above);
+                break;
+            }
             let parent = openat(&current, "..", dir_flags(), Mode::empty())?;
             let id = identity(&parent)?;
             // `..` of the reaper's own root is itself: the climb left the node's root
             // without meeting it.
-            if ids.last() == Some(&id) || ids.len() > MAX_DEPTH {
+            if id == last || ids.len() > MAX_DEPTH {
                 return Err(Errno::XDEV);
             }
             ids.push(id);
             current = parent;
         }
-        Lineage::new(ids).ok_or(Errno::INVAL)
+        let mut climbed = self.climbed.borrow_mut();
+        for (at, id) in ids.iter().enumerate() {
+            climbed.entry(*id).or_insert_with(|| ids[at + 1..].to_vec());
+        }
+        drop(climbed);
+        Lineage::new(ids, place).ok_or(Errno::INVAL)
     }
 
     fn failed(&self, host_path: &str, error: Errno) -> String {
@@ -167,6 +231,7 @@ impl NodeRoot {
             Errno::LOOP => "too many symlinks, or a symlink where none may be".to_owned(),
             Errno::XDEV => "the climb to the node's root did not reach it".to_owned(),
             Errno::NOSYS => "the kernel has no openat2 (Linux 5.6)".to_owned(),
+            Errno::NODEV => "its mount is not in the reaper's mountinfo".to_owned(),
             error => error.to_string(),
         };
         format!(

@@ -13,33 +13,48 @@
 //! directory, unless another use already proves the candidate in use (the reason that
 //! can be acted on is named first).
 
-use super::in_use::Busy;
+use super::in_use::{is_at_or_below, Busy};
 
 /// A directory's `(st_dev, st_ino)`.
 pub type Identity = (u64, u64);
 
-/// A directory and its ancestors up to the node's root, nearest first; never empty.
+/// Where a directory is inside its filesystem: the filesystem (`major:minor` of its
+/// mount) and the path from that filesystem's root, as the kernel's mountinfo gives the
+/// mount's root. A bind mount of a subdirectory shows its content under another name, and
+/// `..` from that mount's root climbs the mount tree, not the filesystem: the place still
+/// says whose child it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lineage(Vec<Identity>);
+pub struct Place {
+    pub fs: (u32, u32),
+    pub path: Vec<u8>,
+}
+
+/// A directory, its ancestors up to the node's root (nearest first, never empty), and
+/// its place in its filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lineage {
+    ids: Vec<Identity>,
+    place: Place,
+}
 
 impl Lineage {
     /// `None` when `ids` is empty.
-    pub fn new(ids: Vec<Identity>) -> Option<Lineage> {
-        (!ids.is_empty()).then_some(Lineage(ids))
+    pub fn new(ids: Vec<Identity>, place: Place) -> Option<Lineage> {
+        (!ids.is_empty()).then_some(Lineage { ids, place })
     }
 
     pub fn identity(&self) -> Identity {
-        self.0[0]
+        self.ids[0]
     }
 
     /// Nearest first, the node's root last.
     pub fn ids(&self) -> &[Identity] {
-        &self.0
+        &self.ids
     }
 
     /// Whether `other`'s directory is one of this one's strict ancestors.
     fn is_below(&self, other: &Lineage) -> bool {
-        self.0[1..].contains(&other.identity())
+        self.ids[1..].contains(&other.identity())
     }
 }
 
@@ -61,13 +76,22 @@ impl Relation {
     }
 }
 
-/// How the use's directory stands to the candidate, if it is on its line.
+/// How the use's directory stands to the candidate, if it is on its line: by identity
+/// along the `..` climbs, or, inside one filesystem, by place (a bind mount of a child).
 pub fn relation(candidate: &Lineage, used: &Lineage) -> Option<Relation> {
     if candidate.identity() == used.identity() {
         Some(Relation::Is)
     } else if candidate.is_below(used) {
         Some(Relation::Above)
     } else if used.is_below(candidate) {
+        Some(Relation::Below)
+    } else if candidate.place.fs != used.place.fs {
+        None
+    } else if candidate.place.path == used.place.path {
+        Some(Relation::Is)
+    } else if is_at_or_below(&candidate.place.path, &used.place.path) {
+        Some(Relation::Above)
+    } else if is_at_or_below(&used.place.path, &candidate.place.path) {
         Some(Relation::Below)
     } else {
         None
@@ -133,8 +157,23 @@ pub fn decide(candidate: &Lineage, directory: &str, uses: &[Use]) -> Result<(), 
 mod tests {
     use super::*;
 
+    /// A directory on device 8:1 whose place is its inode numbers as a path
+    /// (`/2/10/20/30`), so places agree with the climbs unless a test says otherwise.
     fn line(ids: &[u64]) -> Lineage {
-        Lineage::new(ids.iter().map(|&ino| (8, ino)).collect()).unwrap()
+        let path = ids
+            .iter()
+            .rev()
+            .map(|ino| format!("/{ino}"))
+            .collect::<String>();
+        placed(ids, (8, 1), &path)
+    }
+
+    fn placed(ids: &[u64], fs: (u32, u32), path: &str) -> Lineage {
+        let place = Place {
+            fs,
+            path: path.as_bytes().to_vec(),
+        };
+        Lineage::new(ids.iter().map(|&ino| (8, ino)).collect(), place).unwrap()
     }
 
     fn at(ids: &[u64]) -> Use {
@@ -165,8 +204,30 @@ mod tests {
         assert_eq!(relation(&candidate, &line(&[31, 20, 10, 2])), None);
         assert_eq!(relation(&candidate, &line(&[41, 31, 20, 10, 2])), None);
         // The same inode number on another device is another directory.
-        let other_device = Lineage::new(vec![(9, 30), (8, 20), (8, 10), (8, 2)]).unwrap();
+        let place = Place {
+            fs: (9, 1),
+            path: b"/30".to_vec(),
+        };
+        let other_device = Lineage::new(vec![(9, 30), (8, 20), (8, 10), (8, 2)], place).unwrap();
         assert_eq!(relation(&candidate, &other_device), None);
+    }
+
+    #[test]
+    fn a_bind_mount_of_a_child_is_below_by_its_place() {
+        // /srv/child (inode 40 under 50 under the root) is a bind mount of the
+        // candidate's child: its climb never meets the candidate, its place does.
+        let candidate = line(&CANDIDATE);
+        let child = placed(&[40, 50, 2], (8, 1), "/2/10/20/30/40");
+        assert_eq!(relation(&candidate, &child), Some(Relation::Below));
+        let alias = placed(&[30, 50, 2], (8, 1), "/2/10/20/30");
+        assert_eq!(relation(&candidate, &alias), Some(Relation::Is));
+        let parent = placed(&[20, 50, 2], (8, 1), "/2/10/20");
+        assert_eq!(relation(&candidate, &parent), Some(Relation::Above));
+        // The same place on another filesystem, and a sibling's place: off the line.
+        let elsewhere = placed(&[41, 50, 2], (8, 2), "/2/10/20/30/40");
+        assert_eq!(relation(&candidate, &elsewhere), None);
+        let sibling = placed(&[41, 50, 2], (8, 1), "/2/10/20/31");
+        assert_eq!(relation(&candidate, &sibling), None);
     }
 
     #[test]
