@@ -48,6 +48,11 @@ enum Volume {
     },
 }
 
+/// How long one claim (its claim and volume gets) may take: the reaper's loop waits for
+/// the check, so a slow API server must not stall it. Longer: unknown, checked again
+/// after the delay.
+const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Every claim of every pod in `pods`, each distinct claim read once.
 pub async fn read(client: Option<&kube::Client>, pods: &[KnownPod]) -> Vec<ClaimUse> {
     let mut round: HashMap<(String, String), Volume> = HashMap::new();
@@ -56,7 +61,13 @@ pub async fn read(client: Option<&kube::Client>, pods: &[KnownPod]) -> Vec<Claim
         for claim in &known.claims {
             let key = (known.pod.namespace.clone(), claim.clone());
             if !round.contains_key(&key) {
-                let volume = read_one(client, &key.0, claim).await;
+                let volume = tokio::time::timeout(READ_TIMEOUT, read_one(client, &key.0, claim))
+                    .await
+                    .unwrap_or_else(|_| Volume::Unknown {
+                        why: format!(
+                            "cannot be read: the API server did not answer within {READ_TIMEOUT:?}"
+                        ),
+                    });
                 round.insert(key.clone(), volume);
             }
             uses.push(claim_use(&known.pod.to_string(), claim, &round[&key]));
