@@ -671,3 +671,49 @@ fn mounts_child() {
     assert_eq!(verdict(&["/srv/sibling", "/srv/sibling/nested"]), Ok(()));
     assert_eq!(verdict(&["/mnt/scratch/job2"]), Ok(()));
 }
+
+#[test]
+fn dotdot_symlinks_stay_in_the_node_root() {
+    // `..` past the node's root stays at the node's root (RESOLVE_IN_ROOT), as `/..` is
+    // `/` on the node: this symlink is the node's /mnt/scratch/job, whatever the depth of
+    // the node root in the reaper.
+    let node = Node::new();
+    node.scratch(DIR);
+    link(
+        &node,
+        "/data/deep/esc",
+        "../../../../../../../../mnt/scratch/job",
+    );
+    match round(&node, &[known("climber", &["/data/deep/esc"])]) {
+        Err(Busy::InUse(why)) => assert!(why.contains("the directory itself"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_file_use_inside_the_directory_keeps_it_and_a_symlink_to_a_file_is_unknown() {
+    let node = Node::new();
+    node.scratch(DIR);
+    // hostPath type File (a socket, a config file) inside it: below it.
+    match round(&node, &[known("file", &["/mnt/scratch/job/out.bin"])]) {
+        Err(Busy::InUse(why)) => assert!(why.contains("a directory below it"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // A file elsewhere is off its line.
+    std::fs::write(node.on_host("/mnt/scratch/other.bin"), b"x").unwrap();
+    assert_eq!(
+        round(&node, &[known("file", &["/mnt/scratch/other.bin"])]),
+        Ok(())
+    );
+    // A symlink to a file cannot be placed without trusting its spelling: unknown.
+    link(&node, "/data/f", "/mnt/scratch/job/out.bin");
+    match round(&node, &[known("link-to-file", &["/data/f"])]) {
+        Err(Busy::Unknown(why)) => {
+            assert!(
+                why.contains("other/link-to-file") && why.contains("/data/f"),
+                "{why}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
