@@ -16,6 +16,8 @@ use std::path::{Component, Path, PathBuf};
 const OVERLAY: &str = "cluster-wide-with-reaper";
 const STATE_DIR: &str = "/var/lib/prestop-injector/reaper";
 const HOST_ROOT: &str = "/host";
+/// Where the node's `/` is mounted, read-only, for resolving pods' host paths.
+const NODE_ROOT: &str = "/node";
 /// The reaper's own namespace (components/reaper/namespace.yaml); the webhook's stays
 /// prestop-system.
 const NAMESPACE: &str = "prestop-reaper";
@@ -324,6 +326,7 @@ fn the_reaper_starts_in_dry_run_with_the_documented_flags() {
         "the first install only reports: {args:?}"
     );
     assert_eq!(flag(&args, "host-root"), Some(HOST_ROOT));
+    assert_eq!(flag(&args, "node-root"), Some(NODE_ROOT));
     assert_eq!(flag(&args, "log-format"), Some("json"));
     assert_eq!(flag(&args, "metrics-listen"), Some("0.0.0.0:9102"));
     // Events go to "default" (the flag's default), where rbac.yaml's Role is.
@@ -429,10 +432,11 @@ fn the_reaper_starts_in_dry_run_with_the_documented_flags() {
     assert!(pod.get("initContainers").is_none());
 }
 
-/// The reaper can reach on the host exactly the directories it may clean, plus its state
+/// The reaper can write on the host exactly the directories it may clean, plus its state
 /// directory: one hostPath volume per allowedHostPathPrefixes entry, at /host + prefix.
+/// The rest of the node it sees read-only, at /node: to resolve pods' host paths.
 #[test]
-fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
+fn every_allowed_prefix_is_mounted_writable_and_the_node_read_only() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
@@ -469,6 +473,16 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
         assert_eq!(used.len(), 1, "{name} is mounted once: {used:?}");
         let mount = used[0];
         assert!(mount.get("subPath").is_none() && mount.get("subPathExpr").is_none());
+        if path == "/" {
+            // The node's root: named node-root (another container of this pod that needs
+            // it shares the volume), read-only, seeing the node's later mounts.
+            assert_eq!(name, "node-root");
+            assert_eq!(host["type"], "Directory");
+            assert_eq!(mount["mountPath"], NODE_ROOT);
+            assert_eq!(mount["readOnly"], true, "nothing is written through /node");
+            assert_eq!(mount["mountPropagation"], "HostToContainer");
+            continue;
+        }
         assert_ne!(mount["readOnly"], true, "{name}: the reaper writes there");
         if path == STATE_DIR {
             assert_eq!(host["type"], "DirectoryOrCreate");
@@ -487,11 +501,12 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
     let expected: BTreeSet<String> = prefixes
         .iter()
         .cloned()
-        .chain([STATE_DIR.to_owned()])
+        .chain([STATE_DIR.to_owned(), "/".to_owned()])
         .collect();
     assert_eq!(
         host_paths, expected,
-        "every allowedHostPathPrefixes entry has its hostPath volume"
+        "every allowedHostPathPrefixes entry has its hostPath volume, and the node's root \
+         is mounted"
     );
     // Every mount is one of those volumes, the config or the seal key: nothing else
     // reaches the host.
@@ -551,10 +566,10 @@ fn the_reaper_config_loads_and_allows_only_cleanable_prefixes() {
     );
 }
 
-/// Exactly pods get/list/watch cluster-wide and events create in `default`; the full lists
-/// are compared so that any widening fails here.
+/// Exactly pods get/list/watch and claims and volumes get cluster-wide, and events create
+/// in `default`; the full lists are compared so that any widening fails here.
 #[test]
-fn the_reaper_may_read_pods_and_create_events_and_nothing_else() {
+fn the_reaper_may_read_pods_and_claims_and_create_events_and_nothing_else() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
@@ -562,7 +577,12 @@ fn the_reaper_may_read_pods_and_create_events_and_nothing_else() {
         let cluster_role = find(objects, "ClusterRole", "prestop-reaper");
         assert_eq!(
             cluster_role["rules"],
-            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])
+            json!([
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
+                 "verbs": ["get"]}
+            ]),
+            "{label}"
         );
         assert!(cluster_role.get("aggregationRule").is_none());
         let role = find(objects, "Role", "prestop-reaper-events");

@@ -30,6 +30,7 @@ fn pod(uid: usize, uses: Vec<HostPath>, cleanable: Vec<String>) -> PodFacts {
         uses,
         cleanable,
         refused: Vec::new(),
+        claims: Vec::new(),
     }
 }
 

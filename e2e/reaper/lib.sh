@@ -1,7 +1,8 @@
 # The node reaper's e2e machinery, shared by e2e/reaper/run.sh (the scenarios) and
 # e2e/reaper/scale.sh (1,000 pods). Sourced after e2e/lib/cluster.sh's cluster_start and
 # start_webhook; needs WORK, BIN, APISERVER, PIDS, log(). The reaper runs as node-a with
-# its host root in $WORK/host, allowedHostPathPrefixes [/scratch] and its metrics on
+# its host root and its node root (where pods' host paths are resolved, symlinks followed
+# inside it) both $WORK/host, allowedHostPathPrefixes [/scratch] and its metrics on
 # REAPER_PORT; the webhook uses the same configuration.
 # shellcheck shell=bash
 
@@ -29,7 +30,7 @@ start_reaper() { # extra flags (--dry-run, --delay 10s, ...); waits for /readyz
   started=$(date +%s.%N)
   seal_key_file
   "$BIN" reap --node-name "$NODE" --config "$REAPER_CONFIG" --host-root "$HOST" \
-    --seal-key-file "$SEAL_KEY_FILE" \
+    --seal-key-file "$SEAL_KEY_FILE" --node-root "$HOST" \
     --state-file "$REAPER_STATE" "${delay[@]}" --metrics-listen "127.0.0.1:$REAPER_PORT" \
     --log-level info,prestop_injector=debug "$@" >>"$REAPER_LOG" 2>&1 &
   REAPER_PID=$!

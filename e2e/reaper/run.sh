@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests of the node reaper (`prestop-injector reap`, SPEC §13, issue #12)
 # against a real kube-apiserver v1.20.2: etcd, the API server and the webhook on
-# 127.0.0.1 as in e2e/run.sh, and the reaper as node-a with its host root in
-# $WORK/host (host path /scratch/x is $WORK/host/scratch/x), allowedHostPathPrefixes
+# 127.0.0.1 as in e2e/run.sh, and the reaper as node-a with its host root (and node
+# root) in $WORK/host (host path /scratch/x is $WORK/host/scratch/x), allowedHostPathPrefixes
 # [/scratch], --delay 2s. No kubelet: pods with spec.nodeName node-a stay Pending, and a
 # forced delete removes them at once, as a lost node or a force delete does. Ends with
 # `N passed, M failed`; exits non-zero on any failure. Everything started here is stopped
@@ -36,6 +36,8 @@ scenario "target swapped for a symlink to a canary after the pod is gone: refuse
 scenario "forged pod (hand-written status and hook, no seal, below /scratch): refused as unsealed, never touched" forged
 scenario "sealed pod copied to another namespace: refused as seal_mismatch, never touched" copied_elsewhere
 scenario "sealed pod copied with inject: \"false\": ignored, never recorded, never touched" copied_opted_out
+scenario "a pending pod on a hostPath PV of the directory (bound claim, no process) keeps it" pv_pending
+scenario "a pod with no process reaching the directory through a node symlink keeps it" node_symlink
 
 log "suite took $(($(date +%s) - started)) s (kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"

@@ -348,3 +348,93 @@ copied_opted_out() {
   expect "the directory is untouched" untouched "$dir"
   expect "never recorded" not_recorded $name
 }
+
+# 8. "In use" means any pod bound to the node, running or not (issue 26, item 3): a pod
+# that no kubelet runs (pending here; crash-looping or finished alike: no process, no
+# mountinfo) whose claim is bound to a hostPath PersistentVolume of the directory. No pod
+# spec names the directory; the reaper reads claim and volume from the API server.
+pv_pending() {
+  local name=s8-pv dir="$HOST/scratch/s8-pv" off='"prestop-injector.io/inject": "false"' before
+  fill "$dir"
+  before=$(rmetric "${P}refusals_total{reason=\"in_use\"}")
+  # volumeName pre-binds the claim (no PV controller runs here; the reaper counts a claim
+  # with a volume name as bound, as the kubelet would mount it).
+  kc create -f - <<EOF
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: s8-pv}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: ""
+  hostPath: {path: /scratch/s8-pv, type: Directory}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: s8-claim, namespace: e2e}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: s8-pv
+  resources: {requests: {storage: 1Gi}}
+EOF
+  expect "the PV and its claim created" test "$STATUS" -eq 0
+  kc create -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: s8-user
+  namespace: e2e
+  annotations: {$off}
+spec:
+  nodeName: $NODE
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:1.37
+    command: [sleep, "3600"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: s8-claim}
+EOF
+  expect "s8-user created (bound to node-a, never started)" test "$STATUS" -eq 0
+  # Created after s8-user: once its record is written, the watch has delivered s8-user.
+  create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  expect "$name is gone" wait_for 30 pod_gone $name
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "untouched while s8-user's claim is bound to a PV of that directory" untouched "$dir"
+  expect "refusals{in_use} went up" rmetric_above "${P}refusals_total{reason=\"in_use\"}" "$before"
+  expect "still recorded" record_of $name
+  expect "the log names s8-user and its volume" grep -q 'pod e2e/s8-user .*PersistentVolume s8-pv' "$REAPER_LOG"
+  force_delete s8-user
+  expect "emptied once s8-user is gone" wait_for 60 is_emptied "$dir"
+  quiet k delete pvc -n e2e s8-claim --wait=false
+  quiet k delete pv s8-pv --wait=false
+}
+
+# 9. A pod with no process whose hostPath is a symlink on the node to the directory,
+# absolute as on a real node: resolved in the node's root ($HOST), never the reaper's /.
+node_symlink() {
+  local name=s9-link dir="$HOST/scratch/s9-link" off='"prestop-injector.io/inject": "false"' before
+  fill "$dir"
+  mkdir -p "$HOST/links"
+  ln -s /scratch/s9-link "$HOST/links/s9"
+  before=$(rmetric "${P}refusals_total{reason=\"in_use\"}")
+  # Created before the injected pod: once that one is recorded, the reaper knows s9-user.
+  create_pod s9-user /links/s9 "$off"
+  create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  expect "$name is gone" wait_for 30 pod_gone $name
+  expect "the reaper decided on everything deleted before a later marker" decided
+  expect "untouched while s9-user's /links/s9 leads there" untouched "$dir"
+  expect "refusals{in_use} went up" rmetric_above "${P}refusals_total{reason=\"in_use\"}" "$before"
+  expect "the log names s9-user and its hostPath" grep -q 'pod e2e/s9-user .*hostPath /links/s9' "$REAPER_LOG"
+  force_delete s9-user
+  expect "emptied once s9-user is gone" wait_for 60 is_emptied "$dir"
+  expect "the symlink stays" test -L "$HOST/links/s9"
+}

@@ -35,6 +35,8 @@ pub struct PodFacts {
     pub name: String,
     /// Every host directory the pod uses (some open: any directory below `known`).
     pub uses: Vec<HostPath>,
+    /// The PersistentVolumeClaims its volumes name ([`pod_claims`]).
+    pub claims: Vec<String>,
     /// Exact host directories the pod's injected cleanup may empty, each once.
     pub cleanable: Vec<String>,
     /// Targets of the injected cleanup that the reaper will not empty, and why.
@@ -73,6 +75,7 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
             .into_iter()
             .map(|view| view.host)
             .collect(),
+        claims: pod_claims(pod),
         cleanable: Vec::new(),
         refused: Vec::new(),
     };
@@ -113,6 +116,32 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
         }
     }
     Some(facts)
+}
+
+/// The claims of the pod's volumes, in its namespace: each `persistentVolumeClaim`, and
+/// the claim the ephemeral-volume controller makes for each `ephemeral` volume
+/// (`<pod>-<volume>`). Their PVs may be host directories (hostPath, local) that the spec
+/// does not name; the reaper reads them from the API when it checks a directory.
+pub fn pod_claims(pod: &Value) -> Vec<String> {
+    let pod_name = pod.pointer("/metadata/name").and_then(Value::as_str);
+    let volumes = pod.pointer("/spec/volumes").and_then(Value::as_array);
+    let mut claims: Vec<String> = Vec::new();
+    for volume in volumes.into_iter().flatten() {
+        let claim = match (
+            volume.pointer("/persistentVolumeClaim/claimName"),
+            volume.get("ephemeral").filter(|e| !e.is_null()),
+            volume.get("name").and_then(Value::as_str),
+            pod_name,
+        ) {
+            (Some(name), _, _, _) => name.as_str().map(str::to_owned),
+            (None, Some(_), Some(volume), Some(pod)) => Some(format!("{pod}-{volume}")),
+            _ => None,
+        };
+        if let Some(claim) = claim.filter(|c| !c.is_empty() && !claims.contains(c)) {
+            claims.push(claim);
+        }
+    }
+    claims
 }
 
 /// `inject: "false"` on the pod, or in the settings record its template carried: the

@@ -251,7 +251,7 @@ fn path_in_filesystem(mounts: &[Mount], location: &[u8], dev: (u32, u32)) -> Opt
 }
 
 /// `path` is `base` or below it, component-wise (`/` is above everything).
-fn is_at_or_below(path: &[u8], base: &[u8]) -> bool {
+pub(super) fn is_at_or_below(path: &[u8], base: &[u8]) -> bool {
     base == b"/" || path == base || (path.starts_with(base) && path.get(base.len()) == Some(&b'/'))
 }
 

@@ -31,6 +31,31 @@ impl std::fmt::Display for PodRef {
     }
 }
 
+/// A pod the ledger knows (bound to the node, in any phase): what its spec says it
+/// reaches. The check before a walk resolves these on the node ([`super::users`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownPod {
+    pub pod: PodRef,
+    /// Its host directories as the spec spells them.
+    pub uses: Vec<HostPath>,
+    /// Its PersistentVolumeClaims (in its namespace): what they reach is only in the API.
+    pub claims: Vec<String>,
+}
+
+impl KnownPod {
+    fn of(facts: &PodFacts) -> KnownPod {
+        KnownPod {
+            pod: PodRef {
+                uid: facts.uid.clone(),
+                namespace: facts.namespace.clone(),
+                name: facts.name.clone(),
+            },
+            uses: facts.uses.clone(),
+            claims: facts.claims.clone(),
+        }
+    }
+}
+
 /// A directory that is due: free, for long enough.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
@@ -44,10 +69,10 @@ pub struct Ledger {
     delay: Duration,
     /// Recorded directory → the pods that recorded it.
     records: BTreeMap<String, Vec<PodRef>>,
-    /// The node's pods as last seen: uid → the directories each uses.
-    pods: HashMap<String, Vec<HostPath>>,
+    /// The node's pods as last seen, by uid.
+    pods: HashMap<String, KnownPod>,
     /// During a list: the pods listed so far; they replace `pods` when it completes.
-    listing: Option<HashMap<String, Vec<HostPath>>>,
+    listing: Option<HashMap<String, KnownPod>>,
     synced: bool,
     /// Recorded directories whose pods are all gone → when they are due.
     pending: BTreeMap<String, Instant>,
@@ -87,13 +112,13 @@ impl Ledger {
     pub fn apply(&mut self, pod: &PodFacts, now: Instant) -> bool {
         let changed = self.record(pod);
         let before = match &mut self.listing {
-            Some(listing) => listing.insert(pod.uid.clone(), pod.uses.clone()),
-            None => self.pods.insert(pod.uid.clone(), pod.uses.clone()),
+            Some(listing) => listing.insert(pod.uid.clone(), KnownPod::of(pod)),
+            None => self.pods.insert(pod.uid.clone(), KnownPod::of(pod)),
         };
         self.restart_clocks(&pod.uses, now);
         // Volumes of a pod do not change, but should a use ever vanish in an update, it
         // was a use until now.
-        self.restart_clocks(&before.unwrap_or_default(), now);
+        self.restart_clocks(&before.map(|known| known.uses).unwrap_or_default(), now);
         changed
     }
 
@@ -105,8 +130,8 @@ impl Ledger {
             .and_then(|listing| listing.remove(uid));
         // It used its directories until now (as last listed and as last watched): a
         // pending one gets its full delay from here.
-        for uses in [self.pods.remove(uid), listed].into_iter().flatten() {
-            self.restart_clocks(&uses, now);
+        for known in [self.pods.remove(uid), listed].into_iter().flatten() {
+            self.restart_clocks(&known.uses, now);
         }
         self.schedule_orphans(now);
     }
@@ -128,8 +153,8 @@ impl Ledger {
             let gone: Vec<HostPath> = self
                 .pods
                 .iter()
-                .filter(|(uid, uses)| listing.get(*uid) != Some(*uses))
-                .flat_map(|(_, uses)| uses.iter().cloned())
+                .filter(|(uid, known)| listing.get(*uid) != Some(*known))
+                .flat_map(|(_, known)| known.uses.iter().cloned())
                 .collect();
             self.pods = listing;
             self.restart_clocks(&gone, now);
@@ -149,11 +174,20 @@ impl Ledger {
     /// without them: they existed a moment ago.
     /// A pod in both keeps the uses of both (conservative, and needs no clock).
     fn keep_unfinished_listing(&mut self) {
-        for (uid, uses) in self.listing.take().unwrap_or_default() {
-            let known = self.pods.entry(uid).or_default();
-            for host in uses {
-                if !known.contains(&host) {
-                    known.push(host);
+        for (uid, listed) in self.listing.take().unwrap_or_default() {
+            let known = self.pods.entry(uid).or_insert_with(|| KnownPod {
+                uses: Vec::new(),
+                claims: Vec::new(),
+                ..listed.clone()
+            });
+            for host in listed.uses {
+                if !known.uses.contains(&host) {
+                    known.uses.push(host);
+                }
+            }
+            for claim in listed.claims {
+                if !known.claims.contains(&claim) {
+                    known.claims.push(claim);
                 }
             }
         }
@@ -217,10 +251,12 @@ impl Ledger {
     /// Whether a known pod uses `directory`, a directory above it or one below it.
     pub fn is_in_use(&self, directory: &str) -> bool {
         self.known_pods()
-            .any(|uses| uses.iter().any(|host| host.may_overlap(directory)))
+            .any(|known| known.uses.iter().any(|host| host.may_overlap(directory)))
     }
 
-    fn known_pods(&self) -> impl Iterator<Item = &Vec<HostPath>> {
+    /// Every pod known now (those of a list under way included), in any phase: the
+    /// check before a walk resolves what each reaches on the node.
+    pub fn known_pods(&self) -> impl Iterator<Item = &KnownPod> {
         self.pods
             .values()
             .chain(self.listing.iter().flat_map(|l| l.values()))

@@ -16,8 +16,10 @@
 //! - A directory is emptied only when the pods that recorded it are gone from the API, no
 //!   pod on the node uses it, a directory above it or one below it, the watch is in sync
 //!   and the delay has passed ([`ledger`]), and, just before the walk, no container on
-//!   the node has it, or a directory on its line, mounted — by identity ([`in_use`]). The
-//!   directory itself is never removed.
+//!   the node has it, or a directory on its line, mounted, and no pod bound to the node
+//!   (running or not) reaches it through its hostPaths or its claims' volumes resolved on
+//!   the node — by identity ([`users`], [`in_use`], [`on_node`], [`claims`], [`reach`]).
+//!   The directory itself is never removed.
 //! - Records survive restarts in an atomically written state file ([`state`]); at start
 //!   the first complete list reconciles them.
 //! - `--dry-run` reports instead of emptying. Every action is a log line, a metric and an
@@ -27,8 +29,9 @@
 //!   reaper that dies during one walk walks that directory last, and gives it up after
 //!   [`state::MAX_WALK_ATTEMPTS`].
 //!
-//! Layers: [`expand`], [`derive`] and [`ledger`] are pure; [`node`] is the loop.
+//! Layers: [`expand`], [`derive`], [`ledger`] and [`reach`] are pure; [`node`] is the loop.
 
+pub mod claims;
 pub mod derive;
 pub mod events;
 pub mod expand;
@@ -36,7 +39,10 @@ pub mod in_use;
 pub mod ledger;
 pub mod metrics;
 pub mod node;
+pub mod on_node;
+pub mod reach;
 pub mod state;
+pub mod users;
 
 use crate::config::Config;
 use crate::seal_keys::SealKeys;
@@ -82,6 +88,16 @@ pub struct ReapArgs {
         value_name = "DIR"
     )]
     pub host_root: PathBuf,
+    /// The node's `/`, mounted read-only (HostToContainer) in this container: pods' host
+    /// paths are resolved there, symlinks followed inside it, to tell who reaches a
+    /// directory. Unusable: nothing is emptied (in_use_unknown).
+    #[arg(
+        long,
+        env = "PRESTOP_INJECTOR_NODE_ROOT",
+        default_value = "/node",
+        value_name = "DIR"
+    )]
+    pub node_root: PathBuf,
     /// The state file (written atomically), on the node, so records survive a restart.
     #[arg(
         long,
@@ -158,6 +174,9 @@ fn check_setup(args: &ReapArgs, config: &Config) -> anyhow::Result<()> {
     if root != "/" && prestop_clean::check_target(root).is_err() {
         bail!("--host-root {root:?} is not an absolute, normalized path");
     }
+    if let Err(why) = on_node::NodeRoot::open(&args.node_root) {
+        tracing::warn!(node_root = %args.node_root.display(), "{why}; nothing is emptied (in_use_unknown)");
+    }
     for prefix in &config.allowed_host_path_prefixes {
         let inside = args.host_root.join(prefix.trim_start_matches('/'));
         if !inside.is_dir() {
@@ -203,6 +222,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         metrics.clone(),
         events,
     );
+    reaper.node_root = Some(args.node_root.clone());
     reaper.restore_interrupted(interrupted);
     let probes = Probes {
         metrics,
@@ -224,6 +244,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         restored,
         metrics = %metrics_addr,
         host_root = %args.host_root.display(),
+        node_root = %args.node_root.display(),
         "reaping the node's gone pods' scratch directories"
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -8,9 +8,11 @@ pub use act::node_message;
 
 use super::derive::{pod_facts, PodFacts};
 use super::events::{self, Events, Kind};
+use super::in_use::Busy;
 use super::ledger::{Due, Ledger};
 use super::metrics::Metrics;
 use super::state::{self, Walking};
+use super::users;
 use crate::config::Config;
 use futures_util::{FutureExt as _, StreamExt as _};
 use k8s_openapi::api::core::v1::Pod;
@@ -30,6 +32,11 @@ pub struct Reaper {
     /// above every directory, but is not a user of them.
     pub own_pod: Option<(String, String)>,
     pub host_root: PathBuf,
+    /// The node's `/` (`--node-root`), where pods' host paths are resolved; `None`:
+    /// whether a pod reaches a directory is unknown, and nothing is emptied.
+    pub node_root: Option<PathBuf>,
+    /// Reads pods' claims and their volumes; set by [`Reaper::run`] from its client.
+    pub api: Option<kube::Client>,
     pub state_file: PathBuf,
     pub dry_run: bool,
     pub ledger: Ledger,
@@ -83,6 +90,8 @@ impl Reaper {
             node,
             own_pod,
             host_root,
+            node_root: None,
+            api: None,
             state_file,
             dry_run,
             ledger,
@@ -101,6 +110,7 @@ impl Reaper {
 
     /// Watches until `shutdown`; every watch failure restarts it from a full list.
     pub async fn run(mut self, client: kube::Client, mut shutdown: watch::Receiver<bool>) {
+        self.api.get_or_insert_with(|| client.clone());
         let pods: kube::Api<Pod> = kube::Api::all(client);
         let selector = format!("spec.nodeName={}", self.node);
         let mut retry = RETRY.0;
@@ -193,6 +203,20 @@ impl Reaper {
                 );
             }
         }
+    }
+
+    /// Whether anything on the node uses `directory` now, which the walk would empty at
+    /// `location`: one check round ([`users::check`]) over the pods known now. Cheap
+    /// enough to call again during a walk.
+    pub(super) async fn who_uses(&self, location: &str, directory: &str) -> Option<Busy> {
+        let check = users::Check {
+            node_root: self.node_root.clone(),
+            client: self.api.clone(),
+            pods: self.ledger.known_pods().cloned().collect(),
+        };
+        users::check(check, location.into(), directory.to_owned())
+            .await
+            .err()
     }
 
     fn facts(&self, pod: &Pod) -> Option<PodFacts> {

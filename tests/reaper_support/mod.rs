@@ -87,6 +87,8 @@ impl Node {
             Arc::new(Metrics::new()),
             events,
         );
+        // The node's `/` is the host tree, as `--host-root` is.
+        reaper.node_root = Some(self.host.clone());
         reaper.restore_interrupted(loaded.walking);
         reaper
     }

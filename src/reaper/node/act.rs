@@ -8,11 +8,9 @@ use crate::mutation::targets::{
     is_allowed, is_at_or_below, protected_entry, HostPath, PathRefusal,
 };
 use crate::reaper::events::{self, Kind};
-use crate::reaper::in_use;
 use crate::reaper::ledger::Due;
 use crate::reaper::state::Walking;
 use prestop_clean::{size, thousands, Outcome, Report};
-use std::path::Path;
 use std::time::Instant;
 
 /// What becomes of a due directory's record.
@@ -72,15 +70,7 @@ impl Reaper {
                 return Next::Forget;
             }
         };
-        let checked = {
-            let (path, host) = (location.clone(), directory.clone());
-            tokio::task::spawn_blocking(move || in_use::check(Path::new(&path), &host)).await
-        };
-        let busy = match checked {
-            Ok(result) => result.err(),
-            Err(error) => Some(in_use::Busy::Unknown(format!("the check failed: {error}"))),
-        };
-        if let Some(busy) = busy {
+        if let Some(busy) = self.who_uses(&location, directory).await {
             let reason = busy.reason();
             self.metrics.refused(reason);
             let message = format!(
@@ -91,7 +81,7 @@ impl Reaper {
             tracing::warn!(directory, reason, "{message}");
             if self.busy_events.insert(directory.clone()) {
                 let event = format!(
-                    "not emptying a directory of {gone} for now ({reason}): a running container \
+                    "not emptying a directory of {gone} for now ({reason}): a pod or container \
                      on the node may use it; it is checked again after the delay"
                 );
                 self.events.send(Kind::Warning, events::REFUSED, &event);

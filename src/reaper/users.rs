@@ -1,0 +1,132 @@
+//! Who uses a directory now: one check round, just before a walk (docs/REAPER.md#when).
+//!
+//! A round asks, for the candidate:
+//! 1. the running containers and the node's own mounts ([`in_use::check`], mountinfo):
+//!    catches what no spec shows (a bind mount made by hand, CSI);
+//! 2. every pod bound to the node that the watch knows, in any phase (running,
+//!    crash-looping, pending, finished, terminating): each of its hostPath uses and the
+//!    hostPath/local volumes of its claims ([`claims`], from the API), resolved on the
+//!    node as the kubelet's mount would resolve them ([`on_node`]), and compared with the
+//!    candidate by identity ([`reach::decide`]).
+//!
+//! Resolutions are cached for one round (pods of one Job share their paths), never
+//! across rounds: what the app left on disk may change between two. The round is
+//! cheap enough to be repeated during a walk (docs/REAPER.md gives the figure).
+
+use super::claims::{self, ClaimUse};
+use super::in_use::{self, Busy};
+use super::ledger::KnownPod;
+use super::on_node::{Exact, NodeRoot};
+use super::reach::{self, Reach, Use};
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+
+/// What one round needs, owned: its file system part runs on a blocking thread.
+#[derive(Clone)]
+pub struct Check {
+    /// The node's `/` in the reaper (`--node-root`); `None`: unknown, nothing emptied.
+    pub node_root: Option<PathBuf>,
+    /// For the claims; `None`: a pod with a claim makes the answer unknown.
+    pub client: Option<kube::Client>,
+    /// The pods bound to the node, as the watch knows them.
+    pub pods: Vec<KnownPod>,
+}
+
+/// Whether anything on the node uses `directory` (host path), which the walk would
+/// empty at `location` (its path in the reaper).
+pub async fn check(check: Check, location: PathBuf, directory: String) -> Result<(), Busy> {
+    let claims = claims::read(check.client.as_ref(), &check.pods).await;
+    let round = tokio::task::spawn_blocking(move || {
+        in_use::check(&location, &directory)?;
+        pods_on_the_node(
+            check.node_root.as_deref(),
+            &check.pods,
+            &claims,
+            &location,
+            &directory,
+        )
+    })
+    .await;
+    round.unwrap_or_else(|error| Err(Busy::Unknown(format!("the check failed: {error}"))))
+}
+
+/// Whether a pod in `pods` (or a claim in `claims`) reaches `directory` on the node.
+/// Synchronous: the file system part of a round.
+pub fn pods_on_the_node(
+    node_root: Option<&Path>,
+    pods: &[KnownPod],
+    claims: &[ClaimUse],
+    location: &Path,
+    directory: &str,
+) -> Result<(), Busy> {
+    let Some(node_root) = node_root else {
+        return Err(Busy::Unknown(format!(
+            "the reaper has no view of the node's root (--node-root), so it cannot tell which \
+             pods reach {directory} through symlinks or volumes"
+        )));
+    };
+    let root = NodeRoot::open(node_root).map_err(Busy::Unknown)?;
+    let candidate = match root.exact(directory) {
+        Ok(Exact::Directory(lineage)) => lineage,
+        // Missing, or a symlink on its path: the walk refuses it or finds nothing.
+        Ok(Exact::Absent) => return Ok(()),
+        Err(why) => return Err(Busy::Unknown(format!("{directory} {why}"))),
+    };
+    // What the walk empties must be that very directory of the node.
+    match std::fs::symlink_metadata(location) {
+        Ok(meta) if (meta.dev(), meta.ino()) == candidate.identity() => {}
+        Ok(meta) => {
+            return Err(Busy::Unknown(format!(
+                "{} (where the reaper would empty {directory}) is not the node's {directory} \
+                 at {}: device and inode {}:{} against {}:{}",
+                location.display(),
+                root.path()
+                    .join(directory.trim_start_matches('/'))
+                    .display(),
+                meta.dev(),
+                meta.ino(),
+                candidate.identity().0,
+                candidate.identity().1
+            )))
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(Busy::Unknown(format!(
+                "cannot stat {}: {error}",
+                location.display()
+            )))
+        }
+    }
+    let mut round: HashMap<String, Reach> = HashMap::new();
+    let mut resolve = |path: &str| -> Reach {
+        round
+            .entry(path.to_owned())
+            .or_insert_with(|| root.resolve(path))
+            .clone()
+    };
+    let mut uses = Vec::new();
+    for known in pods {
+        let pod = known.pod.to_string();
+        for host in &known.uses {
+            uses.push(Use {
+                pod: pod.clone(),
+                via: format!("hostPath {}", host.display()),
+                // An open use (a subPathExpr) is anything below its known part: on the
+                // candidate's line exactly when its known part is.
+                reach: resolve(&host.known),
+            });
+        }
+    }
+    for claim in claims {
+        uses.push(Use {
+            pod: claim.pod.clone(),
+            via: claim.via.clone(),
+            reach: match &claim.target {
+                Ok(host) => resolve(&host.known),
+                Err(reach) => reach.clone(),
+            },
+        });
+    }
+    reach::decide(&candidate, directory, &uses)
+}
