@@ -305,7 +305,7 @@ reaper_after_force_delete() {
   port=$(free_port)
   seal_key_file
   "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$WORK/reaper/state.json" \
-    --seal-key-file "$SEAL_KEY_FILE" \
+    --seal-key-file "$SEAL_KEY_FILE" --node-root / \
     --delay 10s --metrics-listen "127.0.0.1:$port" >"$WORK/reaper.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
