@@ -5,25 +5,31 @@
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
 //! non-zero, else 1 when anything survived or a target was skipped (a target without
 //! `--host`, or whose mount is not the expected host directory, is skipped), else 0; `sidecar`
-//! exits 0 after cleaning; usage errors exit 2 before anything runs.
+//! exits 0 after cleaning; usage errors exit 2 before anything runs. `empty` (the node
+//! reaper's walk as a gone pod's user) exits 2 without touching anything when it cannot
+//! become exactly that user, else 0 when the directory is empty or missing, else 1.
 
 mod install;
 
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Write as _};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
-use prestop_clean::argv::{Before, HookArgs, SidecarArgs, Target, HOOK, INSTALL, SIDECAR};
-use prestop_clean::{check_target, clean_target, escape};
+use prestop_clean::argv::{
+    Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
+};
+use prestop_clean::as_user::become_user;
+use prestop_clean::{check_target, clean_target, empty_directory_with_progress, escape, wire};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 const USAGE: &str = "usage: prestop-clean hook [--sleep N] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]... [--shell SHELL --script TEXT] [-- ARGV...]
        prestop-clean sidecar [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
-       prestop-clean install DIR";
+       prestop-clean install DIR
+       prestop-clean empty --uid U --gid G [--groups G1,G2,...] PATH";
 
 fn main() -> ExitCode {
     let args: Result<Vec<String>, OsString> = std::env::args_os()
@@ -52,6 +58,10 @@ fn dispatch(args: &[String]) -> u8 {
         Some(INSTALL) => match &args[1..] {
             [dir] => install::install(dir),
             _ => usage("install takes exactly one directory"),
+        },
+        Some(EMPTY) => match EmptyArgs::parse(args) {
+            Ok(empty_args) => empty(&empty_args),
+            Err(err) => usage(&err.0),
         },
         Some(other) => usage(&format!("unknown subcommand {other:?}")),
         None => usage("missing subcommand"),
@@ -173,4 +183,33 @@ fn sidecar(args: &SidecarArgs) -> u8 {
     );
     clean_all(&args.targets);
     0
+}
+
+/// The node reaper's walk: becomes the pod's user with no capability (before anything
+/// else, while this is the only thread), then empties the directory, with the report
+/// for the reaper on stdout ([`wire`]) and the summary line on stderr.
+fn empty(args: &EmptyArgs) -> u8 {
+    let path = escape(args.path.as_bytes());
+    if let Err(why) = check_target(&args.path) {
+        return usage(&format!("{path:?} refused: {why}; nothing was run"));
+    }
+    if let Err(why) = become_user(&args.user) {
+        eprintln!("prestop-clean: will not empty {path}: cannot become the pod's user: {why}");
+        return 2;
+    }
+    let mut out = io::stdout().lock();
+    // A reaper that went away is no reason to stop emptying: write errors are ignored.
+    let _ = writeln!(out, "{}", wire::HEADER);
+    let report = empty_directory_with_progress(&args.path, &mut |removed, bytes| {
+        let _ = out.write_all(wire::progress_line(removed, bytes).as_bytes());
+        let _ = out.flush();
+    });
+    let _ = out.write_all(wire::encode(&report).as_bytes());
+    let _ = out.flush();
+    eprintln!("prestop-clean: {}", report.summary());
+    if report.is_clean() {
+        0
+    } else {
+        1
+    }
 }
