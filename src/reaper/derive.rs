@@ -12,8 +12,12 @@
 //!   webhook's own rule ([`check_target`], with the reaper's config), and only an exact
 //!   host path (a `subPathExpr` expanded for certain) is kept. Anything refused is
 //!   reported, never recorded.
+//! - **Users**: for each cleanable directory, the user of the container(s) whose cleanup
+//!   targets it ([`RecordedUser::of_container`]): the reaper's walk runs as that user,
+//!   and a directory whose user is not known is recorded as such and never emptied.
 
 use super::expand;
+use super::user::RecordedUser;
 use crate::config::Config;
 use crate::mutation::hook::{sidecar_targets, target_paths, Action, Hook};
 use crate::mutation::scope::settings::STATUS;
@@ -22,6 +26,7 @@ use crate::mutation::targets::{
     PathRefusal, SubPath,
 };
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The reaper's view of one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +38,8 @@ pub struct PodFacts {
     pub uses: Vec<HostPath>,
     /// Exact host directories the pod's injected cleanup may empty, each once.
     pub cleanable: Vec<String>,
+    /// The user each cleanable directory would be emptied as.
+    pub users: BTreeMap<String, RecordedUser>,
     /// Targets of the injected cleanup that the reaper will not empty, and why.
     pub refused: Vec<Refused>,
 }
@@ -70,6 +77,7 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
             .map(|view| view.host)
             .collect(),
         cleanable: Vec::new(),
+        users: BTreeMap::new(),
         refused: Vec::new(),
     };
     if pod
@@ -83,8 +91,18 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
         let name = container.get("name").and_then(Value::as_str).unwrap_or("");
         for target in targets {
             match host_directory(pod, spec, container, &target, config) {
-                Ok(Some(dir)) if !facts.cleanable.contains(&dir) => facts.cleanable.push(dir),
-                Ok(_) => {}
+                Ok(Some(dir)) => {
+                    let user = RecordedUser::of_container(pod, container);
+                    let user = match facts.users.remove(&dir) {
+                        Some(before) => before.merge(user),
+                        None => user,
+                    };
+                    facts.users.insert(dir.clone(), user);
+                    if !facts.cleanable.contains(&dir) {
+                        facts.cleanable.push(dir);
+                    }
+                }
+                Ok(None) => {}
                 Err((reason, why)) => facts.refused.push(Refused {
                     container: name.to_owned(),
                     message: format!(

@@ -13,15 +13,18 @@ struct ReasonLabels {
 }
 
 /// Refusal reasons, the closed set of the `reason` label.
-pub const REASONS: [&str; 10] = [
+pub const REASONS: [&str; 13] = [
     "protected",
     "not_allowed",
     "rule",
     "host_path_unknown",
     "not_mounted",
+    "user_unknown",
+    "user_ambiguous",
     "in_use",
     "in_use_unknown",
     "cleaner_refused",
+    "cleaner_failed",
     "survivors",
     "walk_crashed",
 ];

@@ -35,6 +35,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod node;
 pub mod state;
+pub mod user;
 
 use crate::config::Config;
 use crate::server::{duration, logging, shutdown};
@@ -86,6 +87,10 @@ pub struct ReapArgs {
     /// emptied, so a hook still running gets its chance.
     #[arg(long, env = "PRESTOP_INJECTOR_DELAY", default_value = "60s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub delay: Duration,
+    /// The cleaner program, run for each walk as the gone pod's user (`prestop-clean
+    /// empty`); by default `prestop-clean` beside this executable.
+    #[arg(long, env = "PRESTOP_INJECTOR_CLEANER", value_name = "FILE")]
+    pub cleaner: Option<PathBuf>,
     /// Only report (log, metric, Event) what would be emptied; touch nothing.
     #[arg(long, env = "PRESTOP_INJECTOR_DRY_RUN")]
     pub dry_run: bool,
@@ -140,6 +145,10 @@ fn check_setup(args: &ReapArgs, config: &Config) -> anyhow::Result<()> {
             tracing::warn!(prefix, path = %inside.display(), "an allowed prefix is not mounted in the reaper; nothing below it is emptied");
         }
     }
+    let cleaner = args.cleaner.clone().unwrap_or_else(node::default_cleaner);
+    if !args.dry_run && !cleaner.is_file() {
+        tracing::warn!(cleaner = %cleaner.display(), "the cleaner program is missing; nothing is emptied until it is there (--cleaner)");
+    }
     if let Some(dir) = args
         .state_file
         .parent()
@@ -179,6 +188,9 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         metrics.clone(),
         events,
     );
+    if let Some(cleaner) = &args.cleaner {
+        reaper.cleaner = cleaner.clone();
+    }
     reaper.restore_interrupted(interrupted);
     let probes = Probes {
         metrics,
@@ -200,6 +212,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         restored,
         metrics = %metrics_addr,
         host_root = %args.host_root.display(),
+        cleaner = %reaper.cleaner.display(),
         "reaping the node's gone pods' scratch directories"
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);

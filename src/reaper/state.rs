@@ -179,6 +179,7 @@ mod tests {
             uid: uid.into(),
             namespace: "batch".into(),
             name: format!("job-{uid}"),
+            user: Default::default(),
         }
     }
 
