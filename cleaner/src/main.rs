@@ -197,6 +197,7 @@ fn empty(args: &EmptyArgs) -> u8 {
         eprintln!("prestop-clean: will not empty {path}: cannot become the pod's user: {why}");
         return 2;
     }
+    stop_when_the_reaper_says();
     let mut out = io::stdout().lock();
     // A reaper that went away is no reason to stop emptying: write errors are ignored.
     let _ = writeln!(out, "{}", wire::HEADER);
@@ -212,4 +213,25 @@ fn empty(args: &EmptyArgs) -> u8 {
     } else {
         1
     }
+}
+
+/// A pipe on stdin is the reaper's stop line: when it closes (the reaper found a user of
+/// the directory mid-walk, or the reaper itself died), this process kills itself at once
+/// with SIGKILL. The reaper needs no capability to stop a walk that runs as another uid.
+/// Started after the drop to the pod's user, so this second thread never holds other
+/// credentials than the walk's.
+fn stop_when_the_reaper_says() {
+    let is_pipe = rustix::fs::fstat(io::stdin())
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_fifo());
+    if !is_pipe {
+        return;
+    }
+    std::thread::spawn(|| {
+        let mut byte = [0u8; 1];
+        // Any byte, the end, or an error: stop.
+        let _ = io::Read::read(&mut io::stdin(), &mut byte);
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        std::process::abort();
+    });
 }

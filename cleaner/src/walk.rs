@@ -102,7 +102,7 @@ impl Frame {
 }
 
 /// Removed entries between two progress reports ([`Walk::progress`]).
-pub(crate) const PROGRESS_EVERY: u64 = 4096;
+pub(crate) const PROGRESS_EVERY: u64 = 256;
 
 /// One pass over the tree below `root`.
 pub(crate) struct Walk<'a> {

@@ -267,3 +267,49 @@ fn privileges_are_verified_after_the_drop() {
         .unwrap();
     untouched(&output, "failed: ");
 }
+
+/// The reaper's stop line: stdin is a pipe from the reaper; when the reaper closes it (a
+/// user arrived, or the reaper died), the walk kills itself with SIGKILL at once. The
+/// reaper, root without CAP_KILL, could not signal a walk running as uid 1000.
+#[test]
+fn a_closed_stop_line_kills_the_walk() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    if !need_root() {
+        return;
+    }
+    let sandbox = Sandbox::on_tmpfs();
+    let target = &sandbox.target;
+    owned_dir(target, POD, 0o755);
+    for d in 0..50 {
+        let sub = target.join(format!("d{d:02}"));
+        owned_dir(&sub, POD, 0o755);
+        for f in 0..1000 {
+            owned_file(&sub.join(format!("f{f:04}")), POD);
+        }
+    }
+    let mut child = Command::new(support::BIN)
+        .args(["empty", "--uid", "1000", "--gid", "1000"])
+        .arg(target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stop = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), wire::HEADER);
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.starts_with("progress "), "{first}");
+    drop(stop);
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "{status}");
+    let left: usize = (0..50)
+        .map(|d| fs::read_dir(target.join(format!("d{d:02}"))).map_or(0, |entries| entries.count()))
+        .sum();
+    assert!(
+        left > 25_000,
+        "the walk went on after the stop: {left} files left"
+    );
+    sandbox.assert_canary();
+}

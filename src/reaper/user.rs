@@ -29,7 +29,11 @@ pub struct PodUser {
 
 impl std::fmt::Display for PodUser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "uid {} gid {} groups {:?}", self.uid, self.gid, self.groups)
+        write!(
+            f,
+            "uid {} gid {} groups {:?}",
+            self.uid, self.gid, self.groups
+        )
     }
 }
 

@@ -5,6 +5,7 @@
 
 #[path = "../support/cleaner.rs"]
 mod cleaner;
+pub mod container;
 
 use crate::core_support::{host_path_volume, job, mutate_with, scratch_container};
 use k8s_openapi::api::core::v1::Pod;

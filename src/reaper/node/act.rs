@@ -236,7 +236,9 @@ impl Reaper {
         );
         let interval = self.guard_interval;
         let walked = tokio::task::spawn_blocking(move || {
-            guard::walk_as(&cleaner, &user, &path, interval, &|| in_use_now(&path, &host))
+            guard::walk_as(&cleaner, &user, &path, interval, &|| {
+                in_use_now(&path, &host)
+            })
         })
         .await;
         self.walking = None;

@@ -7,10 +7,15 @@
 //!   descriptor of the reaper's but its three standard ones (Rust opens every other with
 //!   `O_CLOEXEC`).
 //! - **Guarded.** While it walks, the in-use check runs again every [`GUARD_INTERVAL`];
-//!   as soon as it finds a user (or cannot tell), the child is killed (`SIGKILL`). The
-//!   directory then stays recorded, and the entries removed so far are known from the
-//!   child's last progress line. A user that arrives mid-walk loses at most what the walk
-//!   removes in one interval plus one check (docs/REAPER.md gives the figures).
+//!   as soon as it finds a user (or cannot tell), the walk is stopped: the reaper closes
+//!   the child's stdin, a pipe on which the child waits in a thread of its own and then
+//!   sends itself `SIGKILL` (a process may always signal itself; the reaper, root without
+//!   `CAP_KILL`, may not signal a process of another uid), and also sends `SIGKILL`
+//!   itself, which works where it has `CAP_KILL`. A reaper that dies closes the pipe
+//!   too: no walk outlives its guard. The directory then stays recorded, and the entries
+//!   removed so far are known from the child's last progress line. A user that arrives
+//!   mid-walk loses at most what the walk removes in one interval plus one check
+//!   (docs/REAPER.md gives the figures).
 //! - **Bounded.** The report is read up to [`MAX_REPORT`] bytes (64 named survivors of
 //!   any path length fit), stderr up to [`MAX_STDERR`]; the rest is drained and dropped,
 //!   so a child can never block on a full pipe nor make the reaper's memory grow.
@@ -66,7 +71,7 @@ pub fn walk_as(
         .args(args.render())
         .env_clear()
         .current_dir("/")
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
@@ -79,7 +84,9 @@ pub fn walk_as(
             ))
         }
     };
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+    let (Some(stop), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
         let _ = child.kill();
         let _ = child.wait();
         return Walked::Failed("the cleaner's output pipes are missing".to_owned());
@@ -95,12 +102,14 @@ pub fn walk_as(
     let mut stopped = None;
     while let Err(mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(interval) {
         if let Err(busy) = in_use() {
-            if let Err(error) = child.kill() {
-                tracing::error!(%error, "cannot kill the cleaner's walk (the reaper needs CAP_KILL)");
-            }
             stopped = Some(busy);
             break;
         }
+    }
+    drop(stop);
+    if stopped.is_some() {
+        // EPERM without CAP_KILL: the closed pipe stops it then.
+        let _ = child.kill();
     }
     let status = child.wait();
     let (text, overflow) = report.join().unwrap_or_default();
@@ -128,7 +137,9 @@ pub fn walk_as(
     }
     match (status.code(), wire::decode(&text)) {
         (Some(0 | 1), Ok(report)) => Walked::Done(report),
-        (Some(0 | 1), Err(why)) => Walked::Failed(format!("the cleaner's report is not valid: {why}")),
+        (Some(0 | 1), Err(why)) => {
+            Walked::Failed(format!("the cleaner's report is not valid: {why}"))
+        }
         _ => Walked::Failed(format!("the cleaner did not walk ({status}): {said}")),
     }
 }
