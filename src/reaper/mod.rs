@@ -14,8 +14,12 @@
 //! - A directory is emptied only when the pods that recorded it are gone from the API, no
 //!   pod on the node uses it, a directory above it or one below it, the watch is in sync
 //!   and the delay has passed ([`ledger`]), and, just before the walk, no container on
-//!   the node has it, or a directory on its line, mounted — by identity ([`in_use`]). The
-//!   directory itself is never removed.
+//!   the node has it, or a directory on its line, mounted — by identity ([`in_use`]); the
+//!   same check runs again during the walk, which stops when it fails. The directory
+//!   itself is never removed.
+//! - The walk has the rights of the gone pod's own user and no capability
+//!   ([`user`], `prestop-clean empty`): a directory whose user is unknown, or that pods
+//!   of different users recorded, is not emptied.
 //! - Records survive restarts in an atomically written state file ([`state`]); at start
 //!   the first complete list reconciles them.
 //! - `--dry-run` reports instead of emptying. Every action is a log line, a metric and an
