@@ -34,6 +34,8 @@ scenario "--dry-run: ScratchDirectoryWouldEmpty and the metric, files untouched"
 scenario "API server down: nothing emptied, watch restarted, in sync again, no spurious deletion" apiserver_down
 scenario "target swapped for a symlink to a canary after the pod is gone: refused" symlink_swap
 scenario "forged pod (hand-written status and hook, target outside /scratch): refused, never touched" forged
+scenario "another tenant's 0700 directory in a uid-1000 pod's directory: survives, the pod's own files go" other_tenant
+scenario "a pod without runAsUser/runAsGroup: its user is unknown, nothing is emptied" unknown_user
 
 log "suite took $(($(date +%s) - started)) s (kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"
