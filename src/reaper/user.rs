@@ -80,9 +80,14 @@ impl RecordedUser {
             return user;
         }
         let field = |key: &str| {
+            let set = |v: &&Value| !v.is_null();
             container
                 .pointer(&format!("/securityContext/{key}"))
-                .or_else(|| pod.pointer(&format!("/spec/securityContext/{key}")))
+                .filter(set)
+                .or_else(|| {
+                    pod.pointer(&format!("/spec/securityContext/{key}"))
+                        .filter(set)
+                })
         };
         let (uid, gid) = match (field("runAsUser"), field("runAsGroup")) {
             (Some(uid), Some(gid)) => (id(uid), id(gid)),
@@ -173,4 +178,144 @@ fn id(value: &Value) -> Option<u32> {
         .as_u64()
         .and_then(|n| u32::try_from(n).ok())
         .filter(|n| *n != u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn user(uid: u32, gid: u32, groups: &[u32]) -> RecordedUser {
+        RecordedUser::Known(PodUser {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        })
+    }
+
+    fn pod(pod_context: Value, container_context: Value, status: Value) -> (Value, Value) {
+        let container = json!({"name": "app", "securityContext": container_context});
+        let pod = json!({"spec": {"securityContext": pod_context,
+                                  "containers": [container.clone()]},
+                         "status": status});
+        (pod, container)
+    }
+
+    fn of(pod_context: Value, container_context: Value, status: Value) -> RecordedUser {
+        let (pod, container) = pod(pod_context, container_context, status);
+        RecordedUser::of_container(&pod, &container)
+    }
+
+    #[test]
+    fn the_container_over_the_pod_with_the_pods_groups() {
+        let pod_context = json!({"runAsUser": 1, "runAsGroup": 2,
+                                 "supplementalGroups": [30, 10, 30], "fsGroup": 20});
+        assert_eq!(
+            of(pod_context.clone(), json!({}), json!({})),
+            user(1, 2, &[10, 20, 30])
+        );
+        assert_eq!(
+            of(pod_context, json!({"runAsUser": 7}), json!({})),
+            user(7, 2, &[10, 20, 30])
+        );
+        assert_eq!(
+            of(json!({"runAsGroup": 0}), json!({"runAsUser": 0}), json!({})),
+            user(0, 0, &[])
+        );
+        assert_eq!(
+            of(
+                json!({"runAsUser": 1, "runAsGroup": 2}),
+                json!({"runAsUser": null}),
+                json!({})
+            ),
+            user(1, 2, &[])
+        );
+    }
+
+    #[test]
+    fn unknown_without_both_ids_out_of_range_or_in_a_user_namespace() {
+        for (pod_context, container_context) in [
+            (json!({}), json!({})),
+            (json!({"runAsUser": 1000}), json!({})),
+            (json!({}), json!({"runAsGroup": 1000})),
+            (json!({"runAsUser": -1, "runAsGroup": 1}), json!({})),
+            (
+                json!({"runAsUser": 4294967295u64, "runAsGroup": 1}),
+                json!({}),
+            ),
+            (json!({"runAsUser": "0", "runAsGroup": 1}), json!({})),
+            (
+                json!({"runAsUser": 1, "runAsGroup": 1, "fsGroup": -5}),
+                json!({}),
+            ),
+        ] {
+            let found = of(pod_context.clone(), container_context.clone(), json!({}));
+            assert!(
+                matches!(found, RecordedUser::Unknown(_)),
+                "{pod_context} {container_context}: {found:?}"
+            );
+        }
+        let (mut pod, container) = pod(
+            json!({"runAsUser": 1, "runAsGroup": 1}),
+            json!({}),
+            json!({}),
+        );
+        pod["spec"]["hostUsers"] = json!(false);
+        let found = RecordedUser::of_container(&pod, &container);
+        assert!(matches!(&found, RecordedUser::Unknown(why) if why.contains("hostUsers")));
+    }
+
+    #[test]
+    fn the_kubelets_word_wins_for_its_container_only() {
+        let status = |uid: Value| {
+            json!({"containerStatuses": [
+                {"name": "other", "user": {"linux": {"uid": 5, "gid": 5}}},
+                {"name": "app", "user": {"linux": {"uid": uid, "gid": 3000,
+                                                   "supplementalGroups": [4000, 3000]}}}]})
+        };
+        let spec = json!({"runAsUser": 0, "runAsGroup": 0});
+        assert_eq!(
+            of(spec.clone(), json!({}), status(json!(1000))),
+            user(1000, 3000, &[3000, 4000])
+        );
+        assert!(matches!(
+            of(spec.clone(), json!({}), status(json!(-1))),
+            RecordedUser::Unknown(_)
+        ));
+        // The cleanup sidecar's status is among the init containers'.
+        let init = json!({"initContainerStatuses": [
+            {"name": "app", "user": {"linux": {"uid": 9, "gid": 8}}}]});
+        assert_eq!(of(spec.clone(), json!({}), init), user(9, 8, &[]));
+        // A status without `user` (a kubelet before 1.31): the spec.
+        let old = json!({"containerStatuses": [{"name": "app"}]});
+        assert_eq!(of(spec, json!({}), old), user(0, 0, &[]));
+    }
+
+    #[test]
+    fn containers_of_one_pod_as_different_users_are_ambiguous() {
+        let a = user(1, 1, &[]);
+        assert_eq!(a.clone().merge(a.clone()), a);
+        assert!(matches!(
+            a.clone().merge(user(2, 1, &[])),
+            RecordedUser::Ambiguous(_)
+        ));
+        let unknown = RecordedUser::Unknown("x".into());
+        assert_eq!(a.clone().merge(unknown.clone()), unknown);
+        assert_eq!(unknown.clone().merge(a), unknown);
+    }
+
+    #[test]
+    fn the_state_file_form() {
+        let known = user(1000, 1000, &[5]);
+        assert_eq!(
+            serde_json::to_value(&known).unwrap(),
+            json!({"known": {"uid": 1000, "gid": 1000, "groups": [5]}})
+        );
+        let back: RecordedUser = serde_json::from_value(json!({"unknown": "why"})).unwrap();
+        assert_eq!(back, RecordedUser::Unknown("why".into()));
+        assert!(serde_json::from_value::<RecordedUser>(
+            json!({"known": {"uid": 1, "gid": 1, "caps": []}})
+        )
+        .is_err());
+    }
 }

@@ -20,8 +20,8 @@
 //!   any path length fit), stderr up to [`MAX_STDERR`]; the rest is drained and dropped,
 //!   so a child can never block on a full pipe nor make the reaper's memory grow.
 
-use super::super::in_use::Busy;
-use super::super::user::PodUser;
+use crate::reaper::in_use::Busy;
+use crate::reaper::user::PodUser;
 use prestop_clean::argv::EmptyArgs;
 use prestop_clean::{wire, Report};
 use std::io::Read;
