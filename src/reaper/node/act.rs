@@ -81,7 +81,8 @@ impl Reaper {
             Err((reason, detail)) => {
                 self.metrics.refused(reason);
                 let message = format!(
-                    "will not empty {directory}, left by {pods}: the walk runs with the rights                      of the pod's own user, and {detail}"
+                    "will not empty {directory}, left by {pods}: the walk runs with the rights \
+                     of the pod's own user, and {detail}"
                 );
                 tracing::warn!(directory, reason, "{message}");
                 let event = format!("will not empty a directory of {gone} ({reason})");
@@ -151,9 +152,9 @@ impl Reaper {
                 );
                 tracing::warn!(directory, reason, removed, bytes, "{message}");
                 let event = format!(
-                    "stopped emptying a directory of {gone} ({reason}): a container on the node \
-                     started using it during the walk; {done}; it is checked again after the \
-                     delay"
+                    "stopped emptying a directory of {gone} ({reason}): during the walk, the \
+                     in-use check found a container using it or could not tell; {done}; it is \
+                     checked again after the delay"
                 );
                 self.events.send(Kind::Warning, events::REFUSED, &event);
                 return Next::Postpone;
