@@ -214,24 +214,80 @@ async fn pods_of_one_directory_as_different_users_are_refused() {
     assert_eq!(refusals(&reaper, "user_ambiguous"), 1.0);
 }
 
+/// Set in the child of `a_walk_of_another_uid_is_stopped_without_cap_kill`.
+const NO_CAP_KILL: &str = "PRESTOP_TEST_REAPER_NO_CAP_KILL";
+
 /// Issue 26, item 4: a container that mounts the directory while the reaper walks it
 /// (a new mount namespace with a bind mount of it, as a runtime makes one). The walk is
 /// stopped within one check interval, the files not yet reached stay, the directory
 /// stays recorded and is emptied once that container is gone.
 #[tokio::test]
 async fn a_user_arriving_mid_walk_stops_the_walk() {
-    const DIRS: usize = 200;
+    if std::env::var_os(NO_CAP_KILL).is_some() {
+        return;
+    }
+    mid_walk_arrival(0, 200).await;
+}
+
+/// The same as the DaemonSet runs it: the reaper without CAP_KILL (this test binary
+/// again, under `setpriv`), the walk as uid 1000, which the reaper may not signal. The
+/// closed stop line ends it all the same.
+#[tokio::test]
+async fn a_walk_of_another_uid_is_stopped_without_cap_kill() {
+    if std::env::var_os(NO_CAP_KILL).is_some() {
+        mid_walk_arrival(1000, 100).await;
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+    else {
+        reaper_support::container::skip("setpriv is needed");
+        return;
+    };
+    let output = std::process::Command::new(setpriv)
+        .args(["--bounding-set", "-kill", "--inh-caps", "-kill", "--"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_walk_of_another_uid_is_stopped_without_cap_kill",
+            "--nocapture",
+        ])
+        .env(NO_CAP_KILL, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}: {stdout}\n{stderr}",
+        output.status
+    );
+    assert!(
+        stderr.contains("walk as uid 1000 (without CAP_KILL) stopped"),
+        "{stderr}"
+    );
+}
+
+/// A walk of `dirs` × 1,000 files as `uid`, and a container arriving once it has begun.
+async fn mid_walk_arrival(uid: u32, dirs: usize) {
     const FILES: usize = 1000;
     let node = Node::new();
     let dir = node.on_host("/mnt/scratch/job");
-    for d in 0..DIRS {
+    for d in 0..dirs {
         let sub = dir.join(format!("d{d:03}"));
         std::fs::create_dir_all(&sub).unwrap();
         for f in 0..FILES {
             std::fs::write(sub.join(format!("f{f:04}")), b"").unwrap();
         }
     }
-    let pod = injected_pod("job-a", "/mnt/scratch/job");
+    let chowned = std::process::Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(chowned.success());
+    let pod = injected_pod_with("job-a", "/mnt/scratch/job", as_user(uid, uid));
     let mut reaper = node.reaper(config(), false);
     listed(&mut reaper, &[&pod]);
     reaper.on_event(Event::Delete(pod));
@@ -240,7 +296,7 @@ async fn a_user_arriving_mid_walk_stops_the_walk() {
     let (watched, scratch) = (dir.clone(), node.root.clone());
     let arrival = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(120);
-        while (0..DIRS).all(|d| watched.join(format!("d{d:03}")).exists()) {
+        while (0..dirs).all(|d| watched.join(format!("d{d:03}")).exists()) {
             assert!(Instant::now() < deadline, "the walk did not start");
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -254,18 +310,29 @@ async fn a_user_arriving_mid_walk_stops_the_walk() {
     let Some(container) = container else {
         return;
     };
-    let left: usize = (0..DIRS)
+    let left: usize = (0..dirs)
         .map(|d| entries(&dir.join(format!("d{d:03}"))))
         .sum();
     let removed = metric(&reaper, "prestop_injector_reaper_entries_removed_total");
+    let cap_kill = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|bits| u64::from_str_radix(bits.trim(), 16).ok())
+        .is_some_and(|bits| bits & (1 << 5) != 0);
     eprintln!(
-        "walk stopped {:?} after the container arrived ({:?} into the walk): {left} files \
-         left, {removed} entries reported removed",
+        "walk as uid {uid} ({}) stopped {:?} after the container arrived ({:?} into the \
+         walk): {left} files left, {removed} entries reported removed",
+        if cap_kill {
+            "with CAP_KILL"
+        } else {
+            "without CAP_KILL"
+        },
         walk_ended - arrived,
         arrived - walk_started
     );
     assert!(
-        left > DIRS * FILES / 2,
+        left > dirs * FILES / 2,
         "the walk went on after the container arrived: {left} files left"
     );
     assert_eq!(refusals(&reaper, "in_use"), 1.0);
