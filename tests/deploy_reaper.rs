@@ -647,10 +647,12 @@ fn the_reaper_may_read_pods_and_claims_and_create_events_and_nothing_else() {
     }
 }
 
-/// Root (to remove files of any uid) with all capabilities dropped but the two that
-/// deleting others' files needs; nothing privileged.
+/// Root with all capabilities dropped but the three that becoming a gone pod's user
+/// (SETUID, SETGID) and reading below the prefixes (DAC_READ_SEARCH) need: no right to
+/// delete others' files (issue 26: the walk has the pod's own rights), nothing
+/// privileged.
 #[test]
-fn the_reaper_runs_as_root_with_only_the_capabilities_to_delete() {
+fn the_reaper_runs_as_root_with_only_the_capabilities_to_become_the_pods_user() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
@@ -671,7 +673,7 @@ fn the_reaper_runs_as_root_with_only_the_capabilities_to_delete() {
             "privileged": false,
             "allowPrivilegeEscalation": false,
             "readOnlyRootFilesystem": true,
-            "capabilities": {"drop": ["ALL"], "add": ["DAC_OVERRIDE", "FOWNER"]},
+            "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH", "SETGID", "SETUID"]},
         })
     );
 }

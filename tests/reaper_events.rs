@@ -12,7 +12,7 @@ use core_support::{host_path_volume, job, scratch_container};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 use prestop_injector::reaper::node::node_message;
-use reaper_support::{config, injected_pod, listed, Node};
+use reaper_support::{config, injected_pod, injected_pod_with, listed, Node};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -133,6 +133,33 @@ async fn events_outside_the_tenant_namespace_carry_counts_only() {
         emptied["message"].as_str().unwrap().contains("6 entries"),
         "{emptied}"
     );
+}
+
+/// Issue 26: a directory refused because its pod's user is unknown: the reason, never
+/// the pod (the log line names it and what to set).
+#[tokio::test]
+async fn a_refused_user_is_an_event_with_the_reason_only() {
+    let (api, kept) = api_server().await;
+    let mut node = Node::new();
+    node.api = api;
+    let host_path = "/mnt/scratch/job-secret-x7k2p";
+    node.scratch(host_path);
+    let pod = injected_pod_with("job-secret-x7k2p", host_path, json!({}));
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod]);
+    reaper.on_event(Event::Delete(pod));
+    reaper.act_on_due().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while kept.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "no Event");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let events = kept.lock().unwrap().clone();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let message = events[0]["message"].as_str().unwrap();
+    assert_counts_only(message);
+    assert!(message.contains("(user_unknown)"), "{message}");
+    assert_eq!(events[0]["reason"], "ScratchDirectoryRefused");
 }
 
 /// A partly emptied directory: the survivors' reasons, never their names.

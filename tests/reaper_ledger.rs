@@ -29,6 +29,7 @@ fn pod(uid: usize, uses: Vec<HostPath>, cleanable: Vec<String>) -> PodFacts {
         name: format!("p-{uid}"),
         uses,
         cleanable,
+        users: Default::default(),
         refused: Vec::new(),
         claims: Vec::new(),
     }
@@ -180,6 +181,7 @@ fn restored_records_wait_for_the_first_list() {
             uid: pod.uid.clone(),
             namespace: pod.namespace.clone(),
             name: pod.name.clone(),
+            user: Default::default(),
         };
         records.insert(pod.cleanable[0].clone(), vec![entry]);
     }

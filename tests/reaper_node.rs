@@ -236,11 +236,10 @@ async fn crash_during_one_walk_does_not_starve_others() {
     if let Some(root) = std::env::var_os(CRASH_NODE) {
         let node = Node::at(std::path::Path::new(&root));
         let mut reaper = node.reaper(config(), false);
-        reaper.walker = |path| {
+        reaper.walk_started = |path| {
             if path.ends_with("/a-poison") {
                 std::process::abort();
             }
-            prestop_clean::empty_directory(path)
         };
         listed(&mut reaper, &[]);
         reaper.act_on_due().await;

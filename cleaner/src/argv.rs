@@ -8,6 +8,7 @@
 //! prestop-clean sidecar [--node-agent SOCKET]
 //!                    [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
 //! prestop-clean install DIR
+//! prestop-clean empty --uid U --gid G [--groups G1,G2,...] PATH
 //! ```
 //!
 //! Each target carries the identity the webhook expects it to have on the node
@@ -27,6 +28,10 @@
 //! - `sidecar`: idles until SIGTERM or SIGINT, then empties every `--target` and exits 0.
 //! - `install`: copies the program itself to `DIR/prestop-clean` (the init container
 //!   that delivers it into the pod's `emptyDir`; no `cp` or shell needed in the image).
+//! - `empty` (run by the node reaper, as root): becomes uid `U`, gid `G` and exactly the
+//!   supplementary groups listed (none without `--groups`), with no capability
+//!   ([`crate::as_user`]), then empties `PATH` (a path on the node, in the reaper's
+//!   mount namespace) and writes its report on stdout ([`crate::wire`]).
 //!
 //! Every value is its own argv entry, so no path or user text is ever parsed by a shell.
 //! [`render`](HookArgs::render) writes options in one canonical order and
@@ -41,6 +46,8 @@ pub const HOOK: &str = "hook";
 pub const SIDECAR: &str = "sidecar";
 /// The subcommand of the init container that copies the program into the pod.
 pub const INSTALL: &str = "install";
+/// The subcommand the node reaper runs to empty a gone pod's directory as its user.
+pub const EMPTY: &str = "empty";
 /// The file name the program is installed under.
 pub const PROGRAM_NAME: &str = "prestop-clean";
 
@@ -252,6 +259,81 @@ fn take_node_agent(rest: &[String]) -> (Option<String>, &[String]) {
     match rest {
         [flag, socket, tail @ ..] if flag == "--node-agent" => (Some(socket.clone()), tail),
         _ => (None, rest),
+    }
+}
+
+/// The arguments of `prestop-clean empty`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmptyArgs {
+    /// The pod's user; its `groups` sorted, each once.
+    pub user: crate::as_user::User,
+    /// The directory to empty, absolute and normalized.
+    pub path: String,
+}
+
+impl EmptyArgs {
+    /// The arguments after the program's name.
+    pub fn render(&self) -> Vec<String> {
+        let user = &self.user;
+        let mut argv = vec![
+            EMPTY.to_owned(),
+            "--uid".to_owned(),
+            user.uid.to_string(),
+            "--gid".to_owned(),
+            user.gid.to_string(),
+        ];
+        if !user.groups.is_empty() {
+            let groups: Vec<String> = user.groups.iter().map(u32::to_string).collect();
+            argv.push("--groups".to_owned());
+            argv.push(groups.join(","));
+        }
+        argv.push(self.path.clone());
+        argv
+    }
+
+    /// Parses the arguments after the program name; `args[0]` must be `empty`. Exactly
+    /// what [`EmptyArgs::render`] writes: the groups in ascending order, each once.
+    pub fn parse(args: &[String]) -> Result<EmptyArgs, BadArgs> {
+        let id = |flag: &str, text: &str| -> Result<u32, BadArgs> {
+            if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad(format!("{flag} takes a number, got {text:?}")));
+            }
+            text.parse()
+                .map_err(|_| bad(format!("{flag} {text:?} is out of range")))
+        };
+        let (uid, gid, groups, path) = match args {
+            [first, u, uid, g, gid, path] if first == EMPTY && u == "--uid" && g == "--gid" => {
+                (uid, gid, None, path)
+            }
+            [first, u, uid, g, gid, gs, groups, path]
+                if first == EMPTY && u == "--uid" && g == "--gid" && gs == "--groups" =>
+            {
+                (uid, gid, Some(groups), path)
+            }
+            _ => {
+                return Err(bad(
+                    "empty takes --uid U --gid G [--groups G1,G2,...] PATH, in that order",
+                ))
+            }
+        };
+        let groups = match groups {
+            None => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(|g| id("--groups", g))
+                .collect::<Result<Vec<u32>, _>>()?,
+        };
+        if groups.windows(2).any(|pair| pair[0] >= pair[1]) {
+            return Err(bad("--groups must be in ascending order, each once"));
+        }
+        Ok(EmptyArgs {
+            user: crate::as_user::User {
+                uid: id("--uid", uid)?,
+                gid: id("--gid", gid)?,
+                groups,
+            },
+            path: path.clone(),
+        })
     }
 }
 

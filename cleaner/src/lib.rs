@@ -23,12 +23,14 @@
 
 pub mod agent;
 pub mod argv;
+pub mod as_user;
 mod expand;
 pub mod identity;
 pub mod mountinfo;
 mod report;
 mod target;
 mod walk;
+pub mod wire;
 
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Instant;
@@ -53,7 +55,14 @@ pub const MAX_PASSES: u32 = 3;
 /// touched; survivors (mount points, permission denied, a read-only filesystem, …) make
 /// it [`Outcome::Incomplete`] and are named in [`Report::survivors`].
 pub fn empty_directory(path: &str) -> Report {
-    clean(path, None)
+    clean(path, None, &mut |_, _| {})
+}
+
+/// [`empty_directory`], telling `progress` the entries removed and bytes freed so far
+/// every few thousand entries (`prestop-clean empty` writes them for the node reaper,
+/// which may kill the walk halfway).
+pub fn empty_directory_with_progress(path: &str, progress: &mut dyn FnMut(u64, u64)) -> Report {
+    clean(path, None, progress)
 }
 
 /// Empties `target.path` after checking its identity on the node (docs/DESIGN.md#targets; see
@@ -65,7 +74,11 @@ pub fn empty_directory(path: &str) -> Report {
 /// `$(VAR)` in `--host` is expanded from this process's environment. With `node_agent`
 /// (`--node-agent SOCKET`), the node agent's word decides the identity ([`agent`]).
 pub fn clean_target(target: &argv::Target, node_agent: Option<&str>) -> Report {
-    clean(&target.path, Some((target, &expand::from_env, node_agent)))
+    clean(
+        &target.path,
+        Some((target, &expand::from_env, node_agent)),
+        &mut |_, _| {},
+    )
 }
 
 type Expected<'t> = (
@@ -74,7 +87,7 @@ type Expected<'t> = (
     Option<&'t str>,
 );
 
-fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
+fn clean(path: &str, expected: Option<Expected<'_>>, progress: &mut dyn FnMut(u64, u64)) -> Report {
     let start = Instant::now();
     let mut report = Report {
         target: path.to_owned(),
@@ -125,7 +138,7 @@ fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
             }
         }
     };
-    walk_opened(path, root.as_fd(), &other_mounts, report, start)
+    walk_opened(path, root.as_fd(), &other_mounts, report, start, progress)
 }
 
 /// Empties the opened target `root`, never entering a directory in `other_mounts`.
@@ -135,6 +148,7 @@ fn walk_opened(
     other_mounts: &identity::OtherMounts,
     mut report: Report,
     start: Instant,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> Report {
     let finish = |mut report: Report| {
         report.elapsed = start.elapsed();
@@ -154,8 +168,11 @@ fn walk_opened(
         return finish(report);
     }
     for pass in 1..=MAX_PASSES {
+        let (removed, bytes) = (report.removed, report.bytes);
+        let mut so_far = |r: u64, b: u64| progress(removed + r, bytes + b);
         let mut walk = walk::Walk::new(path, root);
         walk.other_mounts = other_mounts.clone();
+        walk.progress = Some(&mut so_far);
         walk.run();
         report.passes = pass;
         report.removed += walk.removed;

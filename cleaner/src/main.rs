@@ -5,19 +5,24 @@
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
 //! non-zero, else 1 when anything survived or a target was skipped (a target without
 //! `--host`, or whose mount is not the expected host directory, is skipped), else 0; `sidecar`
-//! exits 0 after cleaning; usage errors exit 2 before anything runs.
+//! exits 0 after cleaning; usage errors exit 2 before anything runs. `empty` (the node
+//! reaper's walk as a gone pod's user) exits 2 without touching anything when it cannot
+//! become exactly that user, else 0 when the directory is empty or missing, else 1.
 
 mod install;
 
 use std::ffi::OsString;
-use std::io;
+use std::io::{self, Write as _};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use prestop_clean::agent::{AgentArgs, NODE_AGENT};
-use prestop_clean::argv::{Before, HookArgs, SidecarArgs, Target, HOOK, INSTALL, SIDECAR};
-use prestop_clean::{check_target, clean_target, escape};
+use prestop_clean::argv::{
+    Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
+};
+use prestop_clean::as_user::become_user;
+use prestop_clean::{check_target, clean_target, empty_directory_with_progress, escape, wire};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -26,7 +31,8 @@ const USAGE: &str = "usage: prestop-clean hook [--node-agent SOCKET] [--sleep N]
        prestop-clean sidecar [--node-agent SOCKET] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
        prestop-clean install DIR
-       prestop-clean node-agent --host-root DIR --socket PATH [--allow PREFIX]...";
+       prestop-clean node-agent --host-root DIR --socket PATH [--allow PREFIX]...
+       prestop-clean empty --uid U --gid G [--groups G1,G2,...] PATH";
 
 fn main() -> ExitCode {
     let args: Result<Vec<String>, OsString> = std::env::args_os()
@@ -59,6 +65,10 @@ fn dispatch(args: &[String]) -> u8 {
         Some(INSTALL) => match &args[1..] {
             [dir] => install::install(dir),
             _ => usage("install takes exactly one directory"),
+        },
+        Some(EMPTY) => match EmptyArgs::parse(args) {
+            Ok(empty_args) => empty(&empty_args),
+            Err(err) => usage(&err.0),
         },
         Some(other) => usage(&format!("unknown subcommand {other:?}")),
         None => usage("missing subcommand"),
@@ -180,4 +190,55 @@ fn sidecar(args: &SidecarArgs) -> u8 {
     );
     clean_all(&args.targets, args.node_agent.as_deref());
     0
+}
+
+/// The node reaper's walk: becomes the pod's user with no capability (before anything
+/// else, while this is the only thread), then empties the directory, with the report
+/// for the reaper on stdout ([`wire`]) and the summary line on stderr.
+fn empty(args: &EmptyArgs) -> u8 {
+    let path = escape(args.path.as_bytes());
+    if let Err(why) = check_target(&args.path) {
+        return usage(&format!("{path:?} refused: {why}; nothing was run"));
+    }
+    if let Err(why) = become_user(&args.user) {
+        eprintln!("prestop-clean: will not empty {path}: cannot become the pod's user: {why}");
+        return 2;
+    }
+    stop_when_the_reaper_says();
+    let mut out = io::stdout().lock();
+    // A reaper that went away is no reason to stop emptying: write errors are ignored.
+    let _ = writeln!(out, "{}", wire::HEADER);
+    let report = empty_directory_with_progress(&args.path, &mut |removed, bytes| {
+        let _ = out.write_all(wire::progress_line(removed, bytes).as_bytes());
+        let _ = out.flush();
+    });
+    let _ = out.write_all(wire::encode(&report).as_bytes());
+    let _ = out.flush();
+    eprintln!("prestop-clean: {}", report.summary());
+    if report.is_clean() {
+        0
+    } else {
+        1
+    }
+}
+
+/// A pipe on stdin is the reaper's stop line: when it closes (the reaper found a user of
+/// the directory mid-walk, or the reaper itself died), this process kills itself at once
+/// with SIGKILL. The reaper needs no capability to stop a walk that runs as another uid.
+/// Started after the drop to the pod's user, so this second thread never holds other
+/// credentials than the walk's.
+fn stop_when_the_reaper_says() {
+    let is_pipe = rustix::fs::fstat(io::stdin())
+        .is_ok_and(|st| rustix::fs::FileType::from_raw_mode(st.st_mode).is_fifo());
+    if !is_pipe {
+        return;
+    }
+    std::thread::spawn(|| {
+        let mut byte = [0u8; 1];
+        // Any byte, the end, or an error: stop.
+        let _ = io::Read::read(&mut io::stdin(), &mut byte);
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        std::process::abort();
+    });
 }

@@ -101,6 +101,9 @@ impl Frame {
     }
 }
 
+/// Removed entries between two progress reports ([`Walk::progress`]).
+pub(crate) const PROGRESS_EVERY: u64 = 256;
+
 /// One pass over the tree below `root`.
 pub(crate) struct Walk<'a> {
     target: &'a str,
@@ -119,6 +122,11 @@ pub(crate) struct Walk<'a> {
     /// `(st_dev, st_ino)` of the roots of the container's other mounts (identity check,
     /// docs/DESIGN.md#targets): a directory that is one of them is never entered nor emptied.
     pub other_mounts: HashMap<(u64, u64), Vec<u8>>,
+    /// Told `(removed, bytes)` of this pass every [`PROGRESS_EVERY`] removed entries, so
+    /// that a walk killed halfway (the node reaper's, when a user arrives) has said how
+    /// far it got.
+    pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    next_progress: u64,
     /// Tests: runs before each climb by `..`, to move directories at the worst moment.
     #[cfg(test)]
     before_climb: Option<Box<dyn FnMut()>>,
@@ -142,6 +150,8 @@ impl<'a> Walk<'a> {
             changed: false,
             stopped: false,
             other_mounts: HashMap::new(),
+            progress: None,
+            next_progress: PROGRESS_EVERY,
             #[cfg(test)]
             before_climb: None,
             #[cfg(test)]
@@ -166,6 +176,12 @@ impl<'a> Walk<'a> {
             match self.next_entry() {
                 Some(entry) => {
                     self.entry(entry);
+                    if self.removed >= self.next_progress {
+                        self.next_progress = self.removed + PROGRESS_EVERY;
+                        if let Some(progress) = self.progress.as_mut() {
+                            progress(self.removed, self.bytes);
+                        }
+                    }
                     continue;
                 }
                 None if self.stack.len() <= 1 => {

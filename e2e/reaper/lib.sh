@@ -14,6 +14,9 @@ REAPER_LOG="$WORK/reaper.log"
 REAPER_PORT=$(free_port)
 REAPER_PID=
 mkdir -p "$HOST/scratch" "$WORK/reaper"
+# The reaper walks as each pod's user (uid 1000 in other_tenant): they must reach $HOST
+# (mktemp -d made $WORK 0700), as they reach a node's scratch prefix.
+chmod 0755 "$WORK"
 printf 'allowedHostPathPrefixes: [/scratch]\n' >"$REAPER_CONFIG"
 
 # Right after cluster_start: the kube-apiserver is the last pid it started.
@@ -110,8 +113,12 @@ untouched() { [[ -f "$1/file" && -f "$1/.dot-file" && -f "$1/nested/.inner-dot" 
 # A Pod on node-a mounting host path $2 at /scratch. $3: the annotations (flow mapping
 # body); injected with `prestop-injector.io/cleanup: auto` by default. `restartPolicy:
 # Never`: only there is a container's stop its pod's end, so only there does the webhook
-# inject an exec-hook cleanup.
+# inject an exec-hook cleanup. POD_USER=uid:gid (default 0:0, the owner of what fill()
+# writes) sets runAsUser and runAsGroup: the reaper empties only as the pod's own user,
+# and no kubelet reports it here; POD_USER=none leaves them out (the image's USER).
 pod() { # name host-path [annotations]
+  local user=${POD_USER-0:0} context=""
+  [[ "$user" != none ]] && context="securityContext: {runAsUser: ${user%:*}, runAsGroup: ${user#*:}}"
   cat <<EOF
 apiVersion: v1
 kind: Pod
@@ -122,6 +129,7 @@ metadata:
 spec:
   nodeName: $NODE
   restartPolicy: Never
+  $context
   containers:
   - name: app
     image: busybox:1.37

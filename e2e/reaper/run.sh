@@ -38,6 +38,8 @@ scenario "sealed pod copied to another namespace: refused as seal_mismatch, neve
 scenario "sealed pod copied with inject: \"false\": ignored, never recorded, never touched" copied_opted_out
 scenario "a pending pod on a hostPath PV of the directory (bound claim, no process) keeps it" pv_pending
 scenario "a pod with no process reaching the directory through a node symlink keeps it" node_symlink
+scenario "another tenant's 0700 directory in a uid-1000 pod's directory: survives, the pod's own files go" other_tenant
+scenario "a pod without runAsUser/runAsGroup: its user is unknown, nothing is emptied" unknown_user
 
 log "suite took $(($(date +%s) - started)) s (kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"

@@ -438,3 +438,55 @@ node_symlink() {
   expect "emptied once s9-user is gone" wait_for 60 is_emptied "$dir"
   expect "the symlink stays" test -L "$HOST/links/s9"
 }
+
+# 10. Another tenant's 0700 directory inside the directory of a uid-1000 pod (issue 26):
+# the pod's own hook could not enter it, and neither may the reaper, which walks as the
+# pod's user. The pod's own files go; the other tenant's stay; the Event says survivors.
+other_tenant() {
+  local ev_ScratchDirectoryIncomplete
+  ev_ScratchDirectoryIncomplete=$(node_event_count ScratchDirectoryIncomplete)
+  local name=s8-tenant dir="$HOST/scratch/s8-tenant" before
+  fill "$dir"
+  chown -R 1000:1000 "$dir"
+  mkdir "$dir/other-tenant"
+  echo theirs >"$dir/other-tenant/secret"
+  chown -R 2000:2000 "$dir/other-tenant"
+  chmod 0700 "$dir/other-tenant"
+  before=$(rmetric "${P}refusals_total{reason=\"survivors\"}")
+  POD_USER=1000:1000 create_pod $name /scratch/$name
+  expect "the webhook injected it" is_injected $name
+  expect "recorded with its user, uid 1000" wait_for 30 jq -e --arg n $name \
+    '[.directories[].pods[] | select(.name == $n) | .user.known.uid] == [1000]' "$REAPER_STATE"
+  force_delete $name
+  expect "the pod is gone" wait_for 30 pod_gone $name
+  expect "refusals{survivors} +1" wait_for 60 rmetric_is "${P}refusals_total{reason=\"survivors\"}" $((before + 1))
+  expect "the pod's own files are gone" test "$(ls -A "$dir")" = other-tenant
+  expect "the other tenant's directory and file are untouched" test "$(cat "$dir/other-tenant/secret")" = theirs
+  expect "a ScratchDirectoryIncomplete Event (counts and reasons only)" \
+    wait_for 30 more_node_events ScratchDirectoryIncomplete "$ev_ScratchDirectoryIncomplete"
+  expect "the Event says survivors" test "$(k get events -n default --field-selector \
+    "involvedObject.kind=Node,involvedObject.name=$NODE,reason=ScratchDirectoryIncomplete" -o json |
+    jq '[.items[] | select(.message | contains("(survivors)"))] | length')" -gt 0
+  expect "no Node Event names $name" no_node_event_names $name
+  expect "the reaper's log names the survivor" grep -q 's8-tenant/other-tenant permission denied' "$REAPER_LOG"
+  expect "no longer recorded" wait_for 10 not_recorded $name
+}
+
+# 11. No runAsUser/runAsGroup and no kubelet to report the user (the image's USER
+# decides): refused, untouched.
+unknown_user() {
+  local ev_ScratchDirectoryRefused
+  ev_ScratchDirectoryRefused=$(node_event_count ScratchDirectoryRefused)
+  local name=s9-nouser dir="$HOST/scratch/s9-nouser" before
+  fill "$dir"
+  before=$(rmetric "${P}refusals_total{reason=\"user_unknown\"}")
+  POD_USER=none create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  expect "refusals{user_unknown} +1" wait_for 60 rmetric_is "${P}refusals_total{reason=\"user_unknown\"}" $((before + 1))
+  expect "a ScratchDirectoryRefused Event (counts and reasons only)" wait_for 30 more_node_events ScratchDirectoryRefused "$ev_ScratchDirectoryRefused"
+  expect "no Node Event names $name" no_node_event_names $name
+  expect "untouched" untouched "$dir"
+  expect "the log says what to set" grep -q 'set both in its securityContext' "$REAPER_LOG"
+  expect "no longer recorded" wait_for 10 not_recorded $name
+}

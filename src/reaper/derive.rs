@@ -14,8 +14,12 @@
 //!   the webhook's own rule ([`check_target`], with the reaper's config), only an exact
 //!   host path (a `subPathExpr` expanded for certain) is kept, and it must be the one the
 //!   target's `--host` names. Anything refused is reported, never recorded.
+//! - **Users**: for each cleanable directory, the user of the container(s) whose cleanup
+//!   targets it ([`RecordedUser::of_container`]): the reaper's walk runs as that user,
+//!   and a directory whose user is not known is recorded as such and never emptied.
 
 use super::expand;
+use super::user::RecordedUser;
 use crate::config::Config;
 use crate::mutation::hook::Target;
 use crate::mutation::scope::record::{self, Recorded};
@@ -26,6 +30,7 @@ use crate::mutation::targets::{
     PathRefusal, SubPath,
 };
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// The reaper's view of one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +44,8 @@ pub struct PodFacts {
     pub claims: Vec<String>,
     /// Exact host directories the pod's injected cleanup may empty, each once.
     pub cleanable: Vec<String>,
+    /// The user each cleanable directory would be emptied as.
+    pub users: BTreeMap<String, RecordedUser>,
     /// Targets of the injected cleanup that the reaper will not empty, and why.
     pub refused: Vec<Refused>,
 }
@@ -77,6 +84,7 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
             .collect(),
         claims: pod_claims(pod),
         cleanable: Vec::new(),
+        users: BTreeMap::new(),
         refused: Vec::new(),
     };
     if pod
@@ -100,8 +108,18 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
                 }
             });
             match decided {
-                Ok(Some(dir)) if !facts.cleanable.contains(&dir) => facts.cleanable.push(dir),
-                Ok(_) => {}
+                Ok(Some(dir)) => {
+                    let user = RecordedUser::of_container(pod, cleaner.container);
+                    let user = match facts.users.remove(&dir) {
+                        Some(before) => before.merge(user),
+                        None => user,
+                    };
+                    facts.users.insert(dir.clone(), user);
+                    if !facts.cleanable.contains(&dir) {
+                        facts.cleanable.push(dir);
+                    }
+                }
+                Ok(None) => {}
                 Err((reason, why)) => facts.refused.push(Refused {
                     container: name.to_owned(),
                     message: format!(

@@ -13,6 +13,7 @@
 //! not: they come from the next list.
 
 use super::derive::PodFacts;
+use super::user::RecordedUser;
 use crate::mutation::targets::HostPath;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -23,6 +24,10 @@ pub struct PodRef {
     pub uid: String,
     pub namespace: String,
     pub name: String,
+    /// The user the directory would be emptied as for this pod. Absent in the state
+    /// files of older reapers: such a record is refused (`user_unknown`).
+    #[serde(default, skip_serializing_if = "RecordedUser::is_not_recorded")]
+    pub user: RecordedUser,
 }
 
 impl std::fmt::Display for PodRef {
@@ -275,14 +280,24 @@ impl Ledger {
     fn record(&mut self, pod: &PodFacts) -> bool {
         let mut changed = false;
         for directory in &pod.cleanable {
+            let user = pod.users.get(directory).cloned().unwrap_or_default();
             let pods = self.records.entry(directory.clone()).or_default();
-            if !pods.iter().any(|p| p.uid == pod.uid) {
-                pods.push(PodRef {
-                    uid: pod.uid.clone(),
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                });
-                changed = true;
+            match pods.iter_mut().find(|p| p.uid == pod.uid) {
+                // The kubelet reports the user once the pod runs: the record follows.
+                Some(known) if known.user != user => {
+                    known.user = user;
+                    changed = true;
+                }
+                Some(_) => {}
+                None => {
+                    pods.push(PodRef {
+                        uid: pod.uid.clone(),
+                        namespace: pod.namespace.clone(),
+                        name: pod.name.clone(),
+                        user,
+                    });
+                    changed = true;
+                }
             }
         }
         changed

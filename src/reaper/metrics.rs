@@ -22,9 +22,12 @@ pub const REASONS: [&str; 13] = [
     "rule",
     "host_path_unknown",
     "not_mounted",
+    "user_unknown",
+    "user_ambiguous",
     "in_use",
     "in_use_unknown",
     "cleaner_refused",
+    "cleaner_failed",
     "survivors",
     "walk_crashed",
 ];

@@ -18,8 +18,12 @@
 //!   and the delay has passed ([`ledger`]), and, just before the walk, no container on
 //!   the node has it, or a directory on its line, mounted, and no pod bound to the node
 //!   (running or not) reaches it through its hostPaths or its claims' volumes resolved on
-//!   the node — by identity ([`users`], [`in_use`], [`on_node`], [`claims`], [`reach`]).
-//!   The directory itself is never removed.
+//!   the node — by identity ([`users`], [`in_use`], [`on_node`], [`claims`], [`reach`]);
+//!   the same check runs again during the walk, which stops when it fails. The directory
+//!   itself is never removed.
+//! - The walk has the rights of the gone pod's own user and no capability
+//!   ([`user`], `prestop-clean empty`): a directory whose user is unknown, or that pods
+//!   of different users recorded, is not emptied.
 //! - Records survive restarts in an atomically written state file ([`state`]); at start
 //!   the first complete list reconciles them.
 //! - `--dry-run` reports instead of emptying. Every action is a log line, a metric and an
@@ -43,6 +47,7 @@ pub mod on_node;
 pub mod reach;
 pub mod state;
 pub mod users;
+pub mod user;
 
 use crate::config::Config;
 use crate::seal_keys::SealKeys;
@@ -110,6 +115,10 @@ pub struct ReapArgs {
     /// emptied, so a hook still running gets its chance.
     #[arg(long, env = "PRESTOP_INJECTOR_DELAY", default_value = "60s", value_name = "DURATION", value_parser = duration::parse_flag)]
     pub delay: Duration,
+    /// The cleaner program, run for each walk as the gone pod's user (`prestop-clean
+    /// empty`); by default `prestop-clean` beside this executable.
+    #[arg(long, env = "PRESTOP_INJECTOR_CLEANER", value_name = "FILE")]
+    pub cleaner: Option<PathBuf>,
     /// Only report (log, metric, Event) what would be emptied; touch nothing.
     #[arg(long, env = "PRESTOP_INJECTOR_DRY_RUN")]
     pub dry_run: bool,
@@ -183,6 +192,10 @@ fn check_setup(args: &ReapArgs, config: &Config) -> anyhow::Result<()> {
             tracing::warn!(prefix, path = %inside.display(), "an allowed prefix is not mounted in the reaper; nothing below it is emptied");
         }
     }
+    let cleaner = args.cleaner.clone().unwrap_or_else(node::default_cleaner);
+    if !args.dry_run && !cleaner.is_file() {
+        tracing::warn!(cleaner = %cleaner.display(), "the cleaner program is missing; nothing is emptied until it is there (--cleaner)");
+    }
     if let Some(dir) = args
         .state_file
         .parent()
@@ -223,6 +236,9 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         events,
     );
     reaper.node_root = Some(args.node_root.clone());
+    if let Some(cleaner) = &args.cleaner {
+        reaper.cleaner = cleaner.clone();
+    }
     reaper.restore_interrupted(interrupted);
     let probes = Probes {
         metrics,
@@ -245,6 +261,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         metrics = %metrics_addr,
         host_root = %args.host_root.display(),
         node_root = %args.node_root.display(),
+        cleaner = %reaper.cleaner.display(),
         "reaping the node's gone pods' scratch directories"
     );
     let (stop, stopped) = tokio::sync::watch::channel(false);

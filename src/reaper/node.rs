@@ -3,6 +3,7 @@
 //! checked against the pods known at the moment it is emptied.
 
 mod act;
+pub mod guard;
 
 pub use act::node_message;
 
@@ -43,8 +44,13 @@ pub struct Reaper {
     pub metrics: Arc<Metrics>,
     pub events: Events,
     pub ready: Arc<AtomicBool>,
-    /// Empties a directory: the cleaner's walk (tests replace it to crash on purpose).
-    pub walker: fn(&str) -> prestop_clean::Report,
+    /// The cleaner program, run as the gone pod's user for each walk (`--cleaner`).
+    pub cleaner: PathBuf,
+    /// How often the in-use check runs again during a walk.
+    pub guard_interval: Duration,
+    /// Called in the reaper with the directory's location just before its walk starts,
+    /// once the state file names it (tests crash the reaper there on purpose).
+    pub walk_started: fn(&str),
     /// The walk under way, as the state file names it.
     walking: Option<Walking>,
     /// A walk that was under way when the reaper last stopped: it did not finish.
@@ -98,7 +104,9 @@ impl Reaper {
             metrics,
             events,
             ready: Arc::new(AtomicBool::new(false)),
-            walker: prestop_clean::empty_directory,
+            cleaner: default_cleaner(),
+            guard_interval: guard::GUARD_INTERVAL,
+            walk_started: |_| {},
             walking: None,
             interrupted: None,
             busy_events: HashSet::new(),
@@ -217,6 +225,19 @@ impl Reaper {
         users::check(check, location.into(), directory.to_owned())
             .await
             .err()
+    }
+
+    /// The check that guards a walk: [`Reaper::who_uses`]'s, repeated on the walk's
+    /// blocking thread with the claims read once now (the pods cannot change meanwhile:
+    /// the loop waits for the walk).
+    pub(super) async fn walk_guard(&self) -> users::Repeat {
+        users::Check {
+            node_root: self.node_root.clone(),
+            client: self.api.clone(),
+            pods: self.ledger.known_pods().cloned().collect(),
+        }
+        .for_walk()
+        .await
     }
 
     fn facts(&self, pod: &Pod) -> Option<PodFacts> {
@@ -351,6 +372,16 @@ impl Reaper {
         self.metrics.pods.set(ledger.pod_count() as i64);
         self.metrics.synced.set(i64::from(ledger.is_synced()));
     }
+}
+
+/// `prestop-clean` beside the reaper's own executable (the image has both in
+/// `/usr/local/bin`).
+pub fn default_cleaner() -> PathBuf {
+    let name = prestop_clean::argv::PROGRAM_NAME;
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(name)))
+        .unwrap_or_else(|| PathBuf::from("/usr/local/bin").join(name))
 }
 
 fn far_future() -> tokio::time::Instant {

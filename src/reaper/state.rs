@@ -179,6 +179,7 @@ mod tests {
             uid: uid.into(),
             namespace: "batch".into(),
             name: format!("job-{uid}"),
+            user: Default::default(),
         }
     }
 
@@ -188,7 +189,15 @@ mod tests {
         let path = dir.path().join("state.json");
         assert!(load(&path, "node-a").records.is_empty());
         let mut records = BTreeMap::new();
-        records.insert("/mnt/scratch/a".to_owned(), vec![pod("1"), pod("2")]);
+        let known = PodRef {
+            user: crate::reaper::user::RecordedUser::Known(crate::reaper::user::PodUser {
+                uid: 1000,
+                gid: 1000,
+                groups: vec![5],
+            }),
+            ..pod("2")
+        };
+        records.insert("/mnt/scratch/a".to_owned(), vec![pod("1"), known]);
         save(&path, "node-a", &records, None).unwrap();
         let loaded = load(&path, "node-a");
         assert_eq!(loaded.records, records);

@@ -51,6 +51,41 @@ pub async fn check(check: Check, location: PathBuf, directory: String) -> Result
     round.unwrap_or_else(|error| Err(Busy::Unknown(format!("the check failed: {error}"))))
 }
 
+/// A round's inputs for a walk: the claims' volumes read from the API once, when the walk
+/// starts; the running containers' mounts and the pods' paths on the node are looked at
+/// anew by every [`Repeat::check`], on the blocking thread that guards the walk.
+pub struct Repeat {
+    node_root: Option<PathBuf>,
+    pods: Vec<KnownPod>,
+    claims: Vec<ClaimUse>,
+}
+
+impl Check {
+    /// Reads the claims once, for the checks repeated during a walk.
+    pub async fn for_walk(self) -> Repeat {
+        let claims = claims::read(self.client.as_ref(), &self.pods).await;
+        Repeat {
+            node_root: self.node_root,
+            pods: self.pods,
+            claims,
+        }
+    }
+}
+
+impl Repeat {
+    /// One look: what [`check`] decides, with the claims of the walk's start.
+    pub fn check(&self, location: &Path, directory: &str) -> Result<(), Busy> {
+        in_use::check(location, directory)?;
+        pods_on_the_node(
+            self.node_root.as_deref(),
+            &self.pods,
+            &self.claims,
+            location,
+            directory,
+        )
+    }
+}
+
 /// Whether a pod in `pods` (or a claim in `claims`) reaches `directory` on the node.
 /// Synchronous: the file system part of a round.
 pub fn pods_on_the_node(

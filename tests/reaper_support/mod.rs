@@ -3,6 +3,10 @@
 //! them, made from the webhook's own patch.
 #![allow(dead_code)]
 
+#[path = "../support/cleaner.rs"]
+mod cleaner;
+pub mod container;
+
 use crate::core_support::{host_path_volume, job, scratch_container};
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
@@ -14,6 +18,7 @@ use prestop_injector::reaper::ledger::Ledger;
 use prestop_injector::reaper::metrics::Metrics;
 use prestop_injector::reaper::node::Reaper;
 use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +39,8 @@ pub struct Node {
 impl Node {
     pub fn new() -> Node {
         let dir = tempfile::tempdir().unwrap();
+        // The walk runs as the pods' users, who must reach the directories.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let mut node = Node::at(dir.path());
         std::fs::create_dir_all(node.host.join(PREFIX.trim_start_matches('/'))).unwrap();
         std::fs::create_dir_all(node.state.parent().unwrap()).unwrap();
@@ -89,6 +96,9 @@ impl Node {
         );
         // The node's `/` is the host tree, as `--host-root` is.
         reaper.node_root = Some(self.host.clone());
+        reaper.cleaner = cleaner::program()
+            .expect("the cleaner program (the reaper's walk runs it)")
+            .to_path_buf();
         reaper.restore_interrupted(loaded.walking);
         reaper
     }
@@ -105,13 +115,21 @@ pub fn entries(dir: &Path) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
 
-/// A Pod made from the template of a Job the webhook injected, on node-a.
+/// A Pod made from the template of a Job the webhook injected, on node-a, running as
+/// root (uid 0, gid 0: the reaper's walk runs as the pod's user, and the test trees are
+/// root's).
 pub fn injected_pod(name: &str, host_path: &str) -> Pod {
-    let job = job(
+    injected_pod_with(name, host_path, json!({"runAsUser": 0, "runAsGroup": 0}))
+}
+
+/// [`injected_pod`] with `security_context` as its pod's securityContext.
+pub fn injected_pod_with(name: &str, host_path: &str, security_context: Value) -> Pod {
+    let mut job = job(
         json!({"prestop-injector.io/cleanup": "auto"}),
         scratch_container(),
         json!([host_path_volume("scratch", host_path)]),
     );
+    job["spec"]["template"]["spec"]["securityContext"] = security_context;
     let job = injected_in("batch", job);
     let template = &job["spec"]["template"];
     let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"].clone(), "spec": template["spec"].clone()});

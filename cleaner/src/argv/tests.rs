@@ -177,3 +177,36 @@ fn sidecar_round_trips() {
         }
     }
 }
+
+#[test]
+fn empty_round_trips_and_refuses_anything_else() {
+    use crate::as_user::User;
+    for groups in [vec![], vec![0], vec![1000, 2000, u32::MAX]] {
+        for (uid, gid) in [(0, 0), (1000, 3000), (u32::MAX, u32::MAX)] {
+            let args = EmptyArgs {
+                user: User {
+                    uid,
+                    gid,
+                    groups: groups.clone(),
+                },
+                path: "/host/mnt/scratch/--uid 1".into(),
+            };
+            assert_eq!(EmptyArgs::parse(&args.render()), Ok(args.clone()));
+        }
+    }
+    for bad in [
+        vec!["empty", "/x"],
+        vec!["empty", "--gid", "1", "--uid", "1", "/x"],
+        vec!["empty", "--uid", "-1", "--gid", "1", "/x"],
+        vec!["empty", "--uid", "+1", "--gid", "1", "/x"],
+        vec!["empty", "--uid", "4294967296", "--gid", "1", "/x"],
+        vec!["empty", "--uid", "1", "--gid", "1", "--groups", "", "/x"],
+        vec!["empty", "--uid", "1", "--gid", "1", "--groups", "2,1", "/x"],
+        vec!["empty", "--uid", "1", "--gid", "1", "--groups", "1,1", "/x"],
+        vec!["empty", "--uid", "1", "--gid", "1", "--groups", "1,", "/x"],
+        vec!["empty", "--uid", "1", "--gid", "1", "/x", "/y"],
+        vec!["hook", "--uid", "1", "--gid", "1", "/x"],
+    ] {
+        assert!(EmptyArgs::parse(&strings(&bad)).is_err(), "{bad:?}");
+    }
+}

@@ -1,8 +1,11 @@
-//! Acting on due directories: the rules again with the config of the moment, who uses
-//! the directory by identity, then the cleaner's walk (or, with `--dry-run`, a report),
-//! and what the operator sees of it. Events on the Node carry counts and reasons only;
-//! the log lines name the directory, its pods and its survivors.
+//! Acting on due directories: the rules again with the config of the moment, whose
+//! rights the walk runs with (the gone pods' user), who uses the directory by identity,
+//! then the cleaner's walk as that user, guarded by the same in-use check while it runs
+//! ([`super::guard`]) (or, with `--dry-run`, a report), and what the operator sees of
+//! it. Events on the Node carry counts and reasons only; the log lines name the
+//! directory, its pods and its survivors.
 
+use super::guard::{self, Walked};
 use super::Reaper;
 use crate::mutation::targets::{
     is_allowed, is_at_or_below, protected_entry, HostPath, PathRefusal,
@@ -10,7 +13,9 @@ use crate::mutation::targets::{
 use crate::reaper::events::{self, Kind};
 use crate::reaper::ledger::Due;
 use crate::reaper::state::Walking;
+use crate::reaper::user::{PodUser, RecordedUser};
 use prestop_clean::{size, thousands, Outcome, Report};
+use std::path::Path;
 use std::time::Instant;
 
 /// What becomes of a due directory's record.
@@ -70,6 +75,20 @@ impl Reaper {
                 return Next::Forget;
             }
         };
+        let user = match walk_user(due) {
+            Ok(user) => user,
+            Err((reason, detail)) => {
+                self.metrics.refused(reason);
+                let message = format!(
+                    "will not empty {directory}, left by {pods}: the walk runs with the rights \
+                     of the pod's own user, and {detail}"
+                );
+                tracing::warn!(directory, reason, "{message}");
+                let event = format!("will not empty a directory of {gone} ({reason})");
+                self.events.send(Kind::Warning, events::REFUSED, &event);
+                return Next::Forget;
+            }
+        };
         if let Some(busy) = self.who_uses(&location, directory).await {
             let reason = busy.reason();
             self.metrics.refused(reason);
@@ -99,8 +118,53 @@ impl Reaper {
             self.events.send(Kind::Normal, events::WOULD_EMPTY, &event);
             return Next::Forget;
         }
-        let Some(report) = self.walk(directory, &location).await else {
-            return Next::Forget;
+        let report = match self.walk(directory, &location, &user).await {
+            Some(Walked::Done(report)) => report,
+            Some(Walked::Stopped {
+                busy,
+                removed,
+                bytes,
+                elapsed,
+            }) => {
+                let reason = busy.reason();
+                self.metrics.refused(reason);
+                self.metrics.entries_removed.inc_by(removed);
+                self.metrics.bytes_freed.inc_by(bytes);
+                let done = format!(
+                    "{} entries, {} removed in {:.2} s",
+                    thousands(removed),
+                    size(bytes),
+                    elapsed.as_secs_f64()
+                );
+                let message = format!(
+                    "stopped emptying {directory}, left by {pods}, after {done}: {}; it stays \
+                     recorded and is due again after the delay",
+                    busy.why()
+                );
+                tracing::warn!(directory, reason, removed, bytes, "{message}");
+                let event = format!(
+                    "stopped emptying a directory of {gone} ({reason}): during the walk, the \
+                     in-use check found a container using it or could not tell; {done}; it is \
+                     checked again after the delay"
+                );
+                self.events.send(Kind::Warning, events::REFUSED, &event);
+                return Next::Postpone;
+            }
+            Some(Walked::Failed(why)) => {
+                self.metrics.refused("cleaner_failed");
+                let message = format!(
+                    "did not empty {directory}, left by {pods}, as {user}: {why}; it stays \
+                     recorded and is tried again after the delay"
+                );
+                tracing::error!(directory, reason = "cleaner_failed", "{message}");
+                let event = format!(
+                    "did not empty a directory of {gone} (cleaner_failed): the cleaner program \
+                     did not run as the pod's user; the reaper's log on this node says why"
+                );
+                self.events.send(Kind::Warning, events::REFUSED, &event);
+                return Next::Postpone;
+            }
+            None => return Next::Forget,
         };
         self.metrics.entries_removed.inc_by(report.removed);
         self.metrics.bytes_freed.inc_by(report.bytes);
@@ -141,10 +205,11 @@ impl Reaper {
         Next::Forget
     }
 
-    /// The cleaner's walk of `location`, with the state file naming it while it runs: a
-    /// reaper that dies during it walks it last after the restart, and gives it up after
+    /// The cleaner's walk of `location` as `user`, guarded by the in-use check, with the
+    /// state file naming it while it runs: a reaper that dies during it walks it last
+    /// after the restart, and gives it up after
     /// [`crate::reaper::state::MAX_WALK_ATTEMPTS`] such walks.
-    async fn walk(&mut self, directory: &str, location: &str) -> Option<Report> {
+    async fn walk(&mut self, directory: &str, location: &str, user: &PodUser) -> Option<Walked> {
         let attempts = match &self.interrupted {
             Some(walking) if walking.path == directory => walking.attempts + 1,
             _ => 1,
@@ -154,8 +219,23 @@ impl Reaper {
             attempts,
         });
         self.save_now();
-        let (walker, path) = (self.walker, location.to_owned());
-        let walked = tokio::task::spawn_blocking(move || walker(&path)).await;
+        (self.walk_started)(location);
+        let (cleaner, user, path, host) = (
+            self.cleaner.clone(),
+            user.clone(),
+            location.to_owned(),
+            directory.to_owned(),
+        );
+        let interval = self.guard_interval;
+        // The claims' volumes are read from the API once, here; mountinfo and the node's
+        // file system are read again on every look during the walk.
+        let in_use = self.walk_guard().await;
+        let walked = tokio::task::spawn_blocking(move || {
+            guard::walk_as(&cleaner, &user, &path, interval, &|| {
+                in_use.check(Path::new(&path), &host)
+            })
+        })
+        .await;
         self.walking = None;
         if self
             .interrupted
@@ -166,7 +246,7 @@ impl Reaper {
         }
         self.dirty = true;
         match walked {
-            Ok(report) => Some(report),
+            Ok(walked) => Some(walked),
             Err(error) => {
                 tracing::error!(directory, %error, "the cleaner's walk did not finish");
                 None
@@ -217,6 +297,43 @@ impl Reaper {
             .map(str::to_owned)
             .ok_or(("rule", "has a path that is not UTF-8".to_owned()))
     }
+}
+
+/// The one user the directory's gone pods would have emptied it as; `Err` is the metric
+/// label and the end of a sentence naming the pods.
+fn walk_user(due: &Due) -> Result<PodUser, (&'static str, String)> {
+    let mut found: Option<(&PodUser, String)> = None;
+    for pod in &due.pods {
+        let user = match &pod.user {
+            RecordedUser::Known(user) => user,
+            RecordedUser::NotRecorded => {
+                let why = format!(
+                    "pod {pod} was recorded by an older reaper, which did not record its user"
+                );
+                return Err(("user_unknown", why));
+            }
+            RecordedUser::Unknown(why) => {
+                return Err(("user_unknown", format!("pod {pod} {why}")));
+            }
+            RecordedUser::Ambiguous(why) => {
+                return Err(("user_ambiguous", format!("pod {pod} {why}")));
+            }
+        };
+        match &found {
+            Some((first, by)) if *first != user => {
+                let why = format!(
+                    "its pods ran as different users ({by} as {first}; {pod} as {user}): the \
+                     reaper does not pick one"
+                );
+                return Err(("user_ambiguous", why));
+            }
+            Some(_) => {}
+            None => found = Some((user, pod.to_string())),
+        }
+    }
+    found
+        .map(|(user, _)| user.clone())
+        .ok_or(("user_unknown", "no pod recorded it".to_owned()))
 }
 
 /// The Node Event's text for a walk: counts and reasons, never a path, a file name or

@@ -1,0 +1,96 @@
+//! A real container on the test machine, as the reaper's in-use check sees one: a
+//! process in its own mount namespace (`unshare -m`), chrooted into a tmpfs root, with a
+//! host directory bind-mounted at `/data` — what a kubelet's runtime does for a hostPath.
+//! Needs root, `unshare` and a static busybox; skips (or fails under
+//! `PRESTOP_REQUIRE_TOOLS=1`) without them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn skip(why: &str) {
+    if std::env::var("PRESTOP_REQUIRE_TOOLS").as_deref() == Ok("1") {
+        panic!("required (PRESTOP_REQUIRE_TOOLS=1): {why}");
+    }
+    eprintln!("note: skipped: {why}");
+}
+
+fn tools() -> Option<(&'static str, PathBuf)> {
+    let unshare = ["/usr/bin/unshare", "/bin/unshare"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file());
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file());
+    match (unshare, busybox) {
+        (Some(unshare), Some(busybox))
+            if Command::new(unshare)
+                .args(["-m", "true"])
+                .status()
+                .is_ok_and(|s| s.success()) =>
+        {
+            Some((unshare, busybox))
+        }
+        _ => {
+            skip("unshare -m (as root) and a static busybox are needed");
+            None
+        }
+    }
+}
+
+/// Sets up the container's mounts and becomes its process.
+const CONTAINER: &str = r#"set -eu
+root=$1 source=$2 busybox=$3
+mount --make-rprivate /
+mount -t tmpfs rootfs "$root"
+mkdir -p "$root/bin" "$root/data"
+cp "$busybox" "$root/bin/busybox"
+mount --bind "$source" "$root/data"
+exec chroot "$root" /bin/busybox sleep 600
+"#;
+
+/// A running container with `source` mounted at `/data`; stopped when dropped.
+pub struct Container(Child);
+
+impl Container {
+    /// Starts it in `scratch` (a directory for its root) and returns once its process
+    /// runs with its mounts made.
+    pub fn start(scratch: &Path, source: &Path) -> Option<Container> {
+        let (unshare, busybox) = tools()?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let root = scratch.join(format!("rootfs-{stamp}"));
+        std::fs::create_dir_all(&root).unwrap();
+        let child = Command::new(unshare)
+            .args(["-m", "sh", "-c", CONTAINER, "sh"])
+            .arg(&root)
+            .arg(source)
+            .arg(&busybox)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let container = Container(child);
+        let comm = PathBuf::from(format!("/proc/{}/comm", container.0.id()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::read_to_string(&comm)
+            .ok()
+            .as_deref()
+            .map(str::trim)
+            != Some("busybox")
+        {
+            assert!(Instant::now() < deadline, "the container did not start");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Some(container)
+    }
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
