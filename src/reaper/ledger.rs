@@ -54,6 +54,9 @@ impl KnownPod {
                 uid: facts.uid.clone(),
                 namespace: facts.namespace.clone(),
                 name: facts.name.clone(),
+                // Who it would be emptied as matters only to the records, not to who uses
+                // a directory.
+                user: RecordedUser::default(),
             },
             uses: facts.uses.clone(),
             claims: facts.claims.clone(),

@@ -13,7 +13,7 @@ struct ReasonLabels {
 }
 
 /// Refusal reasons, the closed set of the `reason` label.
-pub const REASONS: [&str; 13] = [
+pub const REASONS: [&str; 16] = [
     "unsealed",
     "seal_mismatch",
     "host_mismatch",

@@ -46,8 +46,8 @@ pub mod node;
 pub mod on_node;
 pub mod reach;
 pub mod state;
-pub mod users;
 pub mod user;
+pub mod users;
 
 use crate::config::Config;
 use crate::seal_keys::SealKeys;
