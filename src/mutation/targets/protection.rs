@@ -24,7 +24,10 @@ use crate::config::Config;
 /// under `/sysroot`), a PV's data (`/opt/local-path-provisioner/pvc-…`, `/mnt/disks/ssd0`
 /// on GKE, `/mnt/k8s-disks/0` on EKS, which also holds containerd and the kubelet when the
 /// instance store is used for them), a storage daemon's own state (`/var/lib/rook`), a
-/// package's variable data (`/var/opt/<package>`, FHS), or the reaper's state file.
+/// package's variable data (`/var/opt/<package>`, FHS), or the reaper's state file. Found in
+/// public manifests (issue 26): local-static-provisioner discovers its PVs under
+/// `/mnt/disks` and `/mnt/fast-disks`, csi-driver-host-path keeps every volume under
+/// `/var/lib/csi-hostpath-data`, and kind nodes keep their state under `/kind`.
 pub const PROTECTED_TREES: &[&str] = &[
     "/bin",
     "/boot",
@@ -65,6 +68,9 @@ pub const PROTECTED_TREES: &[&str] = &[
     "/sysroot",
     "/mnt/k8s-disks",
     "/mnt/disks",
+    "/mnt/fast-disks",
+    "/var/lib/csi-hostpath-data",
+    "/kind",
     "/var/lib/rook",
     "/opt/local-path-provisioner",
     "/var/opt",
