@@ -459,3 +459,74 @@ fn provisioner_and_distribution_directories_are_protected() {
         assert!(!is_protected_host_path(path, &Config::default()), "{path}");
     }
 }
+
+/// Issue 26: warnings were cut at 120 characters from the end, so long names and paths
+/// pushed out the part that matters (`…inside the protected host directory /va…`). Now
+/// the names and paths are shortened in the middle, and the reason is whole.
+#[test]
+fn long_warnings_keep_their_reason() {
+    use prestop_injector::mutation::MAX_WARNING_CHARS;
+    // A container name at the API's limit, and a mountPath and a hostPath of 200 characters.
+    let name = format!("worker-{}", "n".repeat(56));
+    let deep = format!("{}/leaf", "d".repeat(190));
+    let mount_path = format!("/{deep}");
+    let app = |mount_path: &str| {
+        json!({"name": name, "image": "busybox:1.36",
+               "volumeMounts": [{"name": "v", "mountPath": mount_path}]})
+    };
+    let auto = json!({"prestop-injector.io/cleanup": "auto"});
+    for (config, host, reasons) in [
+        (
+            unchecked_prefixes(&["/var"]),
+            format!("/var/lib/kubelet/pods/{deep}"),
+            vec![
+                " not cleaned: it is host path ",
+                ", inside the protected host directory /var/lib/kubelet",
+            ],
+        ),
+        (
+            prefixes("/mnt/scratch"),
+            format!("/data/{deep}"),
+            vec![
+                " not cleaned: it is host path ",
+                ", outside allowedHostPathPrefixes (/mnt/scratch)",
+            ],
+        ),
+        (
+            Config::default(),
+            format!("/data/{deep}"),
+            vec![
+                "no allowedHostPathPrefixes set, nothing is deleted: container \"",
+                " (host path /",
+                ") not cleaned",
+            ],
+        ),
+    ] {
+        let volumes = json!([{"name": "v", "hostPath": {"path": host}}]);
+        let outcome = mutate_with(
+            Endpoint::Mutate,
+            &config,
+            job(auto.clone(), app(&mount_path), volumes),
+        );
+        assert_nothing_deletes(&outcome);
+        let warnings = &outcome.decision.warnings;
+        let warning = warnings
+            .iter()
+            .find(|w| w.contains("not cleaned"))
+            .unwrap_or_else(|| panic!("{host}: no warning in {warnings:?}"));
+        assert!(warning.chars().count() <= MAX_WARNING_CHARS, "{warning}");
+        for reason in reasons {
+            assert!(
+                warning.contains(reason),
+                "{host}: {reason:?} lost in {warning}"
+            );
+        }
+        // Each long name and path keeps its start and its end around one `…`.
+        assert!(warning.contains("\"wo"), "{warning}");
+        assert!(warning.contains("n\""), "{warning}");
+        assert!(warning.contains("leaf"), "{warning}");
+        assert!(warning.matches('…').count() >= 2, "{warning}");
+        assert!(!warning.ends_with('…'), "{warning}");
+        assert!(!warning.contains(['\u{E000}', '\u{E001}']), "{warning}");
+    }
+}

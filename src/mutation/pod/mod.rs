@@ -20,6 +20,7 @@ use crate::mutation::scope::gates::{self, storable};
 use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
 use crate::mutation::targets::{self, PathRefusal};
+use crate::mutation::warning::cited;
 use crate::mutation::{
     grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
 };
@@ -95,7 +96,9 @@ pub fn mutate(
                     if let Some(path) = conflict {
                         // The program could not be mounted, or would hide the user's mount.
                         warnings.push(format!(
-                            "container {name:?} not cleaned: it mounts {path}, where the cleaner program goes"
+                            "container {} not cleaned: it mounts {}, where the cleaner program goes",
+                            cited(format!("{name:?}")),
+                            cited(path)
                         ));
                         restore(container, hook.before);
                     } else {
@@ -179,8 +182,9 @@ pub(super) fn warn_about_unmounted_cleanup(
     });
     if let Some(path) = stale {
         warnings.push(format!(
-            "container {:?}: preStop deletes {path}, which is on no volume mount",
-            name_of(container)
+            "container {}: preStop deletes {}, which is on no volume mount",
+            cited(format!("{:?}", name_of(container))),
+            cited(path)
         ));
     }
 }

@@ -18,6 +18,7 @@ use crate::mutation::field::{At, Field};
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings};
 use crate::mutation::targets;
+use crate::mutation::warning::cited;
 use serde_json::Value;
 
 /// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
@@ -77,8 +78,10 @@ pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut
             targets::mount_of(&mounts, path).is_some_and(|m| is_private(container, m.raw));
         if !private {
             warnings.push(format!(
-                "container {name:?}: {path} not cleaned: its host directory may be shared; \
-                 use subPathExpr $(POD_UID) or annotate cleanup"
+                "container {}: {} not cleaned: host directory may be shared; \
+                 use subPathExpr $(POD_UID) or annotate cleanup",
+                cited(format!("{name:?}")),
+                cited(path)
             ));
         }
         private
@@ -107,7 +110,9 @@ pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mu
             targets::mount_of(&mounts, path).is_some_and(|m| is_per_pod(container, m.raw));
         if !per_pod {
             warnings.push(format!(
-                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: $(POD_NAME)"
+                "container {}: {} may be shared by pods of {why}; use subPathExpr: $(POD_NAME)",
+                cited(format!("{name:?}")),
+                cited(path)
             ));
         }
     }
