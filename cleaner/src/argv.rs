@@ -2,9 +2,11 @@
 //! renders it into pod specs, and the program, which parses it.
 //!
 //! ```text
-//! prestop-clean hook [--sleep N] [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
+//! prestop-clean hook [--node-agent SOCKET] [--sleep N]
+//!                    [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
 //!                    [--shell SHELL --script TEXT] [-- ARGV...]
-//! prestop-clean sidecar [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
+//! prestop-clean sidecar [--node-agent SOCKET]
+//!                    [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
 //! prestop-clean install DIR
 //! ```
 //!
@@ -14,7 +16,10 @@
 //! in Kubernetes' `$(VAR)` syntax, every other `$` written `$$`), and `--whole-filesystem` says the operator
 //! allowed exactly that host path, so its mount may be the root of a whole filesystem.
 //! A target without `--host` (a pod injected by an older release) still parses, but the
-//! program refuses to clean it.
+//! program refuses to clean it. `--node-agent SOCKET` names the unix socket of the node
+//! agent, which tells whether the opened directory *is* the node's directory at `--host`
+//! (docs/DESIGN.md); without it, or when the agent cannot be reached, the stricter rule
+//! that needs no node's word applies.
 //!
 //! - `hook` (a preStop `exec`): first the user's own handler — `ARGV` exactly as given
 //!   (fork/exec, no shell), or `--sleep N` seconds —, then the custom `--script` through
@@ -105,6 +110,8 @@ impl From<String> for Target {
 /// The arguments of `prestop-clean hook`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookArgs {
+    /// `--node-agent SOCKET`: the node agent's unix socket, as seen inside the container.
+    pub node_agent: Option<String>,
     pub before: Before,
     pub targets: Vec<Target>,
     pub script: Option<Script>,
@@ -113,6 +120,8 @@ pub struct HookArgs {
 /// The arguments of `prestop-clean sidecar`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SidecarArgs {
+    /// `--node-agent SOCKET`: the node agent's unix socket, as seen inside the container.
+    pub node_agent: Option<String>,
     pub targets: Vec<Target>,
 }
 
@@ -136,6 +145,7 @@ impl HookArgs {
     /// The full argv, `program` first (the path of the program inside the container).
     pub fn render(&self, program: &str) -> Vec<String> {
         let mut argv = vec![program.to_owned(), HOOK.to_owned()];
+        render_node_agent(self.node_agent.as_deref(), &mut argv);
         if let Before::Sleep(seconds) = &self.before {
             argv.push("--sleep".to_owned());
             argv.push(seconds.to_string());
@@ -162,6 +172,8 @@ impl HookArgs {
         if first != HOOK {
             return Err(bad(format!("expected {HOOK:?}, got {first:?}")));
         }
+        let (node_agent, tail) = take_node_agent(rest);
+        rest = tail;
         let mut before = Before::Nothing;
         if let [flag, seconds, tail @ ..] = rest {
             if flag == "--sleep" {
@@ -192,6 +204,7 @@ impl HookArgs {
             [other, ..] => return Err(bad(format!("unexpected argument {other:?}"))),
         }
         Ok(HookArgs {
+            node_agent,
             before,
             targets,
             script,
@@ -203,6 +216,7 @@ impl SidecarArgs {
     /// The full argv, `program` first.
     pub fn render(&self, program: &str) -> Vec<String> {
         let mut argv = vec![program.to_owned(), SIDECAR.to_owned()];
+        render_node_agent(self.node_agent.as_deref(), &mut argv);
         render_targets(&self.targets, &mut argv);
         argv
     }
@@ -215,10 +229,29 @@ impl SidecarArgs {
         if first != SIDECAR {
             return Err(bad(format!("expected {SIDECAR:?}, got {first:?}")));
         }
+        let (node_agent, rest) = take_node_agent(rest);
         match take_targets(rest) {
-            (targets, []) => Ok(SidecarArgs { targets }),
+            (targets, []) => Ok(SidecarArgs {
+                node_agent,
+                targets,
+            }),
             (_, [other, ..]) => Err(bad(format!("unexpected argument {other:?}"))),
         }
+    }
+}
+
+fn render_node_agent(node_agent: Option<&str>, argv: &mut Vec<String>) {
+    if let Some(socket) = node_agent {
+        argv.push("--node-agent".to_owned());
+        argv.push(socket.to_owned());
+    }
+}
+
+/// A leading `--node-agent SOCKET`, the first option [`render_node_agent`] writes.
+fn take_node_agent(rest: &[String]) -> (Option<String>, &[String]) {
+    match rest {
+        [flag, socket, tail @ ..] if flag == "--node-agent" => (Some(socket.clone()), tail),
+        _ => (None, rest),
     }
 }
 

@@ -20,9 +20,10 @@ use prestop_clean::{check_target, clean_target, escape};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-const USAGE: &str = "usage: prestop-clean hook [--sleep N] \
+const USAGE: &str = "usage: prestop-clean hook [--node-agent SOCKET] [--sleep N] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]... [--shell SHELL --script TEXT] [-- ARGV...]
-       prestop-clean sidecar [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
+       prestop-clean sidecar [--node-agent SOCKET] \
+[--target PATH [--host HOSTPATH] [--whole-filesystem]]...
        prestop-clean install DIR";
 
 fn main() -> ExitCode {

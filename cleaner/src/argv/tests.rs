@@ -33,6 +33,18 @@ fn target_lists() -> Vec<Vec<Target>> {
     ]
 }
 
+/// No agent, an ordinary socket, and sockets spelled like the options that follow.
+fn node_agents() -> Vec<Option<String>> {
+    vec![
+        None,
+        Some("/run/prestop-injector/agent.sock".into()),
+        Some("--sleep".into()),
+        Some("--target".into()),
+        Some("--".into()),
+        Some(String::new()),
+    ]
+}
+
 fn round_trip(args: HookArgs) {
     let argv = args.render("/.prestop-injector/prestop-clean");
     assert_eq!(argv[1], HOOK);
@@ -54,11 +66,14 @@ fn hook_round_trips() {
     ] {
         for targets in target_lists() {
             for script in [None, script.clone()] {
-                round_trip(HookArgs {
-                    before: before.clone(),
-                    targets: targets.clone(),
-                    script,
-                });
+                for node_agent in node_agents() {
+                    round_trip(HookArgs {
+                        node_agent,
+                        before: before.clone(),
+                        targets: targets.clone(),
+                        script: script.clone(),
+                    });
+                }
             }
         }
     }
@@ -67,6 +82,7 @@ fn hook_round_trips() {
 #[test]
 fn user_argv_is_never_read_as_options() {
     let args = HookArgs {
+        node_agent: None,
         before: Before::Exec(strings(&[
             "/bin/sh",
             "-c",
@@ -76,6 +92,8 @@ fn user_argv_is_never_read_as_options() {
             "--host",
             "/",
             "--whole-filesystem",
+            "--node-agent",
+            "/tmp/evil.sock",
         ])),
         targets: vec![Target::on_host("/scratch", "/mnt/scratch")],
         script: None,
@@ -85,6 +103,7 @@ fn user_argv_is_never_read_as_options() {
         parsed.targets,
         [Target::on_host("/scratch", "/mnt/scratch")]
     );
+    assert_eq!(parsed.node_agent, None);
 }
 
 #[test]
@@ -100,6 +119,11 @@ fn foreign_command_lines_are_refused() {
         strings(&["hook", "--script", "x", "--shell", "/bin/sh"]),
         strings(&["hook", "--sleep", "1", "--", "echo"]),
         strings(&["hook", "/scratch"]),
+        // --node-agent only first, once, with its socket.
+        strings(&["hook", "--node-agent"]),
+        strings(&["hook", "--sleep", "1", "--node-agent", "/s"]),
+        strings(&["hook", "--target", "/a", "--node-agent", "/s"]),
+        strings(&["hook", "--node-agent", "/s", "--node-agent", "/t"]),
         // Per-target options only right after their target, in render order.
         strings(&["hook", "--host", "/mnt/x"]),
         strings(&["hook", "--whole-filesystem"]),
@@ -129,6 +153,9 @@ fn foreign_command_lines_are_refused() {
         strings(&["sidecar", "--", "x"]),
         strings(&["sidecar", "--host", "/x"]),
         strings(&["sidecar", "--target", "/a", "--host"]),
+        strings(&["sidecar", "--node-agent"]),
+        strings(&["sidecar", "--target", "/a", "--node-agent", "/s"]),
+        strings(&["sidecar", "--node-agent", "/s", "--node-agent", "/t"]),
     ] {
         assert!(SidecarArgs::parse(&args).is_err(), "{args:?}");
     }
@@ -140,8 +167,13 @@ fn sidecar_round_trips() {
         .into_iter()
         .chain([targets(&["/scratch", "/--target"])])
     {
-        let args = SidecarArgs { targets };
-        let argv = args.render("/usr/local/bin/prestop-clean");
-        assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args));
+        for node_agent in node_agents() {
+            let args = SidecarArgs {
+                node_agent,
+                targets: targets.clone(),
+            };
+            let argv = args.render("/usr/local/bin/prestop-clean");
+            assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args), "{argv:?}");
+        }
     }
 }

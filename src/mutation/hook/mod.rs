@@ -92,6 +92,7 @@ impl Hook {
             ),
         };
         HookArgs {
+            node_agent: None,
             before: self.before.clone(),
             targets,
             script,
@@ -234,6 +235,7 @@ pub fn target_paths(targets: &[Target]) -> Vec<String> {
 /// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", --target P…]`.
 pub fn program_sidecar_argv(targets: &[Target]) -> Vec<String> {
     SidecarArgs {
+        node_agent: None,
         targets: targets.to_vec(),
     }
     .render(IMAGE_PROGRAM)
