@@ -38,8 +38,8 @@ pub use mounts::{
     BadMount, Mount, SubPath,
 };
 pub use protection::{
-    is_allowed, is_protected_host_path, prefix_refusal, protected_entry, PROTECTED_EXACT,
-    PROTECTED_TREES, REAPER_STATE_TREE,
+    is_allowed, is_protected_host_path, node_agent_directory_refusal, prefix_refusal,
+    protected_entry, PROTECTED_EXACT, PROTECTED_TREES, REAPER_STATE_TREE,
 };
 
 use crate::config::Config;
