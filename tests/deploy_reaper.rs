@@ -605,10 +605,8 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
                 mounts.iter().all(|m| m["name"] != name),
                 "the reaper does not mount the agent's socket directory"
             );
-            assert_eq!(
-                host_paths.insert(volume["hostPath"]["path"].to_string()),
-                true
-            );
+            let path = volume["hostPath"]["path"].as_str().unwrap();
+            assert!(host_paths.insert(path.to_owned()), "{path} twice");
             assert_eq!(volume["hostPath"]["type"], "DirectoryOrCreate");
             continue;
         }
@@ -651,7 +649,7 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
         .iter()
         .cloned()
         .chain([STATE_DIR.to_owned()])
-        .chain([json!(prestop_injector::config::DEFAULT_NODE_AGENT_DIRECTORY).to_string()])
+        .chain([prestop_injector::config::DEFAULT_NODE_AGENT_DIRECTORY.to_owned()])
         .collect();
     assert_eq!(
         host_paths, expected,
