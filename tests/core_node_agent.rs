@@ -5,6 +5,8 @@
 //! finding or a use the rules trip on (docs/CONFIG.md#the-node-agent).
 
 mod core_support;
+#[path = "support/deploy.rs"]
+mod deploy;
 
 use core_support::*;
 use prestop_injector::config::Config;
@@ -321,4 +323,24 @@ fn hooks_of_agent_asking_pods_read_back_as_ours() {
         hook.to_argv(prestop_injector::config::CleanerMode::Binary, Some(SOCKET)),
         argv
     );
+}
+
+/// What the API server will be sent: the mutated Job, and a Pod of its template, for both
+/// forms, validate strictly against the Kubernetes schema (an unknown or misplaced field of
+/// ours would be rejected there, or dropped by a lenient server).
+#[test]
+fn pods_asking_the_node_agent_validate_strictly() {
+    let mut objects = Vec::new();
+    for object in [exec_job(), sidecar_job()] {
+        let job = mutate_with(Endpoint::Mutate, &with_agent(), object).patched;
+        let template = &job["spec"]["template"];
+        objects.push(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "worker-abc12", "annotations": template["metadata"]["annotations"]},
+            "spec": template["spec"]}));
+        objects.push(job);
+    }
+    let Some(validator) = deploy::kubernetes_validate() else {
+        return;
+    };
+    deploy::validate(&validator, "node-agent", &objects);
 }

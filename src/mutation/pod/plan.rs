@@ -34,14 +34,16 @@ pub(super) fn admit(
     match fallback {
         Ok((hook, shell_warnings)) => {
             warnings.push(format!(
-                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
+                "container {quoted}: no cleanup sidecar: {refusal}; using an exec preStop",
+                quoted = cited(format!("{name:?}"))
             ));
             warnings.extend(shell_warnings);
             Plan::Exec(hook)
         }
         Err(no_exec) => {
             warnings.push(format!(
-                "container {name:?} not cleaned: {refusal} (sidecar), {no_exec} (exec)"
+                "container {quoted} not cleaned: {refusal} (sidecar), {no_exec} (exec)",
+                quoted = cited(format!("{name:?}"))
             ));
             restore.map_or(Plan::Leave, Plan::Restore)
         }
@@ -266,7 +268,8 @@ pub(super) fn plan_container(
         (Action::Custom(_), true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
             warnings.push(format!(
-                "container {name:?}: {reason}; the custom command is not injected"
+                "container {quoted}: {reason}; the custom command is not injected",
+                quoted = cited(format!("{name:?}"))
             ));
             return ours.map_or(Plan::Leave, Plan::Restore);
         }
@@ -276,18 +279,21 @@ pub(super) fn plan_container(
                 .as_deref()
                 .unwrap_or("sidecar mode not available");
             warnings.push(format!(
-                "container {name:?}: {reason}; cleanup skipped ({why})"
+                "container {quoted}: {reason}; cleanup skipped ({why})",
+                quoted = cited(format!("{name:?}"))
             ));
             // A hook of ours that cannot run here any more (say the program's, after a
             // switch to cleaner.mode: shell) gives the user's handler back.
             return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (Action::Custom(_), true, _) => warnings.push(format!(
-            "container {name:?}: a custom command runs as an exec preStop"
+            "container {quoted}: a custom command runs as an exec preStop",
+            quoted = cited(format!("{name:?}"))
         )),
         (_, true, false) => warnings.push(format!(
-            "container {name:?}: {}; using an exec preStop",
-            unavailable.unwrap_or_default()
+            "container {quoted}: {}; using an exec preStop",
+            unavailable.unwrap_or_default(),
+            quoted = cited(format!("{name:?}"))
         )),
         _ => {}
     }
