@@ -329,6 +329,8 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
             {"name": "node-root", "mountPath": NODE_ROOT, "readOnly": true,
              "mountPropagation": "HostToContainer"},
             {"name": "node-agent-socket", "mountPath": SOCKET_DIR},
+            {"name": "reaper-pod", "mountPath": prestop_injector::reaper::in_use::OWN_POD_MARKER,
+             "readOnly": true},
         ])
     );
     assert_eq!(
@@ -617,10 +619,20 @@ fn every_allowed_prefix_is_mounted_and_nothing_else_of_the_host() {
             .map(String::as_str)
             .collect();
         let Some(host) = volume.get("hostPath") else {
+            if name == "reaper-pod" {
+                // The pod's marker: the same empty directory, read-only, in both
+                // containers, at the path the reaper looks for.
+                assert_eq!(volume["emptyDir"], json!({"sizeLimit": "1Mi"}));
+                let marker = json!({"name": "reaper-pod", "readOnly": true,
+                    "mountPath": prestop_injector::reaper::in_use::OWN_POD_MARKER});
+                assert!(mounts.contains(&marker), "{mounts:?}");
+                assert!(agent_mounts.contains(&marker), "{agent_mounts:?}");
+                continue;
+            }
             assert_eq!(
                 (name, fields),
                 ("config", BTreeSet::from(["name", "configMap"])),
-                "a volume that is no hostPath is the config"
+                "a volume that is no hostPath is the config or the pod's marker"
             );
             continue;
         };
