@@ -63,6 +63,31 @@ pub struct Config {
     /// commands. Empty: the webhook seals nothing, and the reaper empties nothing.
     #[serde(skip)]
     pub seal: SealKeys,
+    /// `nodeAgent`: the node agent runs on the nodes (the reaper DaemonSet's `node-agent`
+    /// container), and every cleaner program is given its socket, to ask whether the
+    /// directory it opened is the node's directory at the expected host path. `None`, the
+    /// default: nothing of it is injected, and the cleaner keeps the strict rule.
+    pub node_agent: Option<NodeAgentConfig>,
+}
+
+/// `nodeAgent` (docs/CONFIG.md#the-node-agent).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NodeAgentConfig {
+    /// The directory on every node that holds the agent's socket (`agent.sock`), mounted
+    /// read-only into each pod we inject the cleaner program into.
+    pub host_directory: String,
+}
+
+/// Where the shipped DaemonSet puts the node agent's socket directory.
+pub const DEFAULT_NODE_AGENT_DIRECTORY: &str = "/var/run/prestop-injector";
+
+impl Default for NodeAgentConfig {
+    fn default() -> Self {
+        NodeAgentConfig {
+            host_directory: DEFAULT_NODE_AGENT_DIRECTORY.to_owned(),
+        }
+    }
 }
 
 /// How the cleanup is carried out inside the pod (docs/DESIGN.md#the-hook-and-the-cleaner-program).
@@ -166,6 +191,7 @@ impl Default for Config {
             orphan_delete: OrphanDelete::Warn,
             kubernetes_version: None,
             seal: SealKeys::default(),
+            node_agent: None,
         }
     }
 }
@@ -209,6 +235,17 @@ impl Config {
                 anyhow::bail!(
                     "allowedHostPathPrefixes entry {prefix:?} {why}: name the node's scratch \
                      directories themselves, e.g. /mnt/scratch"
+                );
+            }
+        }
+        if let Some(agent) = &self.node_agent {
+            let directory = &agent.host_directory;
+            if let Some(why) =
+                crate::mutation::targets::node_agent_directory_refusal(directory, self)
+            {
+                anyhow::bail!(
+                    "nodeAgent.hostDirectory {directory:?} {why}: name a directory of the \
+                     agent's own, e.g. {DEFAULT_NODE_AGENT_DIRECTORY}"
                 );
             }
         }
@@ -316,6 +353,33 @@ mod tests {
                 .unwrap();
         assert!(config.warnings().is_empty());
         assert_eq!(config.sidecar.shell_image(), "busybox:1.36");
+    }
+
+    #[test]
+    fn node_agent_key() {
+        assert_eq!(Config::from_yaml("").unwrap().node_agent, None);
+        let config = Config::from_yaml("nodeAgent: {hostDirectory: /run/prestop-agent}\n").unwrap();
+        assert_eq!(
+            config.node_agent.map(|a| a.host_directory).as_deref(),
+            Some("/run/prestop-agent")
+        );
+        let config = Config::from_yaml("nodeAgent: {}\n").unwrap();
+        assert_eq!(
+            config.node_agent.map(|a| a.host_directory).as_deref(),
+            Some(DEFAULT_NODE_AGENT_DIRECTORY)
+        );
+        for (yaml, named) in [
+            ("nodeAgent: {hostDirectory: /var/run}\n", "itself protected"),
+            ("nodeAgent: {hostDirectory: run/agent}\n", "normalized"),
+            ("nodeAgent: {hostDir: /run/x}\n", "hostDir"),
+            (
+                "allowedHostPathPrefixes: [/mnt/scratch]\nnodeAgent: {hostDirectory: /mnt/scratch/agent}\n",
+                "allowedHostPathPrefixes",
+            ),
+        ] {
+            let error = Config::from_yaml(yaml).unwrap_err().to_string();
+            assert!(error.contains(named), "{yaml}: {error}");
+        }
     }
 
     #[test]

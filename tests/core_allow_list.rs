@@ -389,3 +389,144 @@ fn the_test_config_file_matches_the_core_tests() {
         core_support::TEST_PREFIXES
     );
 }
+
+/// Issue 26, from 54 public manifests: the node directories that storage provisioners and
+/// a distribution keep their data in. Every PV of local-static-provisioner lies under
+/// `/mnt/disks` or `/mnt/fast-disks`, every csi-driver-host-path volume under
+/// `/var/lib/csi-hostpath-data`, and a kind node's own state under `/kind`.
+const PROVISIONER_AND_DISTRIBUTION_DIRECTORIES: &[&str] = &[
+    "/mnt/disks",
+    "/mnt/disks/vol1",
+    "/mnt/fast-disks",
+    "/mnt/fast-disks/nvme0n1",
+    "/var/lib/csi-hostpath-data",
+    "/var/lib/csi-hostpath-data/0f1c2d3e-pvc",
+    "/kind",
+    "/kind/data",
+];
+
+#[test]
+fn provisioner_and_distribution_directories_are_protected() {
+    for path in PROVISIONER_AND_DISTRIBUTION_DIRECTORIES {
+        assert!(is_protected_host_path(path, &Config::default()), "{path}");
+    }
+    // A prefix reaching them is refused when the file is loaded…
+    for prefix in [
+        "/mnt/fast-disks/scratch",
+        "/var/lib/csi-hostpath-data",
+        "/kind/tmp",
+    ] {
+        let yaml = format!("allowedHostPathPrefixes: [{prefix}]\n");
+        let error = Config::from_yaml(&yaml).expect_err(prefix).to_string();
+        assert!(error.contains("protected"), "{prefix}: {error}");
+    }
+    // …and where one reaches them anyway (built in code), through the volume's own path or
+    // through a subPath of its parent, an explicit path is denied and `auto` cleans nothing.
+    let config = unchecked_prefixes(&["/mnt", "/var", "/"]);
+    for path in PROVISIONER_AND_DISTRIBUTION_DIRECTORIES {
+        let (parent, leaf) = path.rsplit_once('/').expect("absolute");
+        let parent = if parent.is_empty() { "/" } else { parent };
+        for (host, sub_path) in [(*path, None), (parent, Some(leaf))] {
+            let volumes = json!([{"name": "v", "hostPath": {"path": host}}]);
+            let mut mount = json!({"name": "v", "mountPath": "/work"});
+            if let Some(sub_path) = sub_path {
+                mount["subPath"] = json!(sub_path);
+            }
+            let app = json!({"name": "app", "image": "busybox:1.36", "volumeMounts": [mount]});
+            let object = job(
+                json!({"prestop-injector.io/cleanup": "/work"}),
+                app.clone(),
+                volumes.clone(),
+            );
+            let outcome = mutate_with(Endpoint::Mutate, &config, object);
+            let denial = &outcome.decision.denial.as_ref().expect("denied").message;
+            assert!(
+                denial.contains("protected host directory"),
+                "{host} {sub_path:?}: {denial}"
+            );
+            let object = job(json!({"prestop-injector.io/cleanup": "auto"}), app, volumes);
+            assert_nothing_deletes(&mutate_with(Endpoint::Mutate, &config, object));
+        }
+    }
+    // Names that only start the same are scratch space as before.
+    for path in [
+        "/mnt/disks-scratch",
+        "/mnt/fast-disks2",
+        "/var/lib/csi-hostpath-data-old",
+        "/kindling",
+        "/var/lib/kind",
+    ] {
+        assert!(!is_protected_host_path(path, &Config::default()), "{path}");
+    }
+}
+
+/// Issue 26: warnings were cut at 120 characters from the end, so long names and paths
+/// pushed out the part that matters (`…inside the protected host directory /va…`). Now
+/// the names and paths are shortened in the middle, and the reason is whole.
+#[test]
+fn long_warnings_keep_their_reason() {
+    use prestop_injector::mutation::MAX_WARNING_CHARS;
+    // A container name at the API's limit, and a mountPath and a hostPath of 200 characters.
+    let name = format!("worker-{}", "n".repeat(56));
+    let deep = format!("{}/leaf", "d".repeat(190));
+    let mount_path = format!("/{deep}");
+    let app = |mount_path: &str| {
+        json!({"name": name, "image": "busybox:1.36",
+               "volumeMounts": [{"name": "v", "mountPath": mount_path}]})
+    };
+    let auto = json!({"prestop-injector.io/cleanup": "auto"});
+    for (config, host, reasons) in [
+        (
+            unchecked_prefixes(&["/var"]),
+            format!("/var/lib/kubelet/pods/{deep}"),
+            vec![
+                " not cleaned: it is host path ",
+                ", inside the protected host directory /var/lib/kubelet",
+            ],
+        ),
+        (
+            prefixes("/mnt/scratch"),
+            format!("/data/{deep}"),
+            vec![
+                " not cleaned: it is host path ",
+                ", outside allowedHostPathPrefixes (/mnt/scratch)",
+            ],
+        ),
+        (
+            Config::default(),
+            format!("/data/{deep}"),
+            vec![
+                "no allowedHostPathPrefixes set, nothing is deleted: container \"",
+                " (host path /",
+                ") not cleaned",
+            ],
+        ),
+    ] {
+        let volumes = json!([{"name": "v", "hostPath": {"path": host}}]);
+        let outcome = mutate_with(
+            Endpoint::Mutate,
+            &config,
+            job(auto.clone(), app(&mount_path), volumes),
+        );
+        assert_nothing_deletes(&outcome);
+        let warnings = &outcome.decision.warnings;
+        let warning = warnings
+            .iter()
+            .find(|w| w.contains("not cleaned"))
+            .unwrap_or_else(|| panic!("{host}: no warning in {warnings:?}"));
+        assert!(warning.chars().count() <= MAX_WARNING_CHARS, "{warning}");
+        for reason in reasons {
+            assert!(
+                warning.contains(reason),
+                "{host}: {reason:?} lost in {warning}"
+            );
+        }
+        // Each long name and path keeps its start and its end around one `…`.
+        assert!(warning.contains("\"wo"), "{warning}");
+        assert!(warning.contains("n\""), "{warning}");
+        assert!(warning.contains("leaf"), "{warning}");
+        assert!(warning.matches('…').count() >= 2, "{warning}");
+        assert!(!warning.ends_with('…'), "{warning}");
+        assert!(!warning.contains(['\u{E000}', '\u{E001}']), "{warning}");
+    }
+}

@@ -14,7 +14,7 @@ use safety_oracle::SidecarMounts;
 
 use core_support::request;
 use prestop_injector::admission::{self, Operation};
-use prestop_injector::config::{Config, Mode};
+use prestop_injector::config::{Config, Mode, NodeAgentConfig, DEFAULT_NODE_AGENT_DIRECTORY};
 use prestop_injector::mutation::hook::{sidecar_targets, Action, Hook, IMAGE_PROGRAM, PROGRAM_DIR};
 use prestop_injector::mutation::targets::{is_at_or_below, mounts};
 use prestop_injector::mutation::{decide, Endpoint};
@@ -323,9 +323,13 @@ proptest! {
         protected in pick(&["", "/data/keep", "/mnt/a/b"]),
         allowed_prefix in pick(&["", "/mnt", "/mnt/a", "/data", "/"]),
         sidecar_by_default in any::<bool>(),
+        node_agent in any::<bool>(),
     ) {
         let endpoint = if auto { Endpoint::MutateAuto } else { Endpoint::Mutate };
         let mut config = test_config();
+        // Issue 26: with the node agent configured, the same invariants hold; its volume
+        // and mounts are ours like the program's.
+        config.node_agent = node_agent.then(NodeAgentConfig::default);
         config.sidecar.allowed = sidecar_allowed || sidecar_by_default;
         if sidecar_by_default {
             config.default_mode = Mode::Sidecar;
@@ -350,11 +354,17 @@ proptest! {
         let program_volume = spec["initContainers"].as_array().into_iter().flatten()
             .find(|c| c["command"] == json!([IMAGE_PROGRAM, "install", PROGRAM_DIR]))
             .map(|installer| installer["volumeMounts"][0]["name"].clone());
+        let agent_volume = spec["volumes"].as_array().into_iter().flatten()
+            .find(|v| v["hostPath"]["path"] == DEFAULT_NODE_AGENT_DIRECTORY)
+            .map(|v| v["name"].clone());
+        prop_assert_eq!(agent_volume.is_some(), patched.to_string().contains("--node-agent"));
+        prop_assert!(node_agent || agent_volume.is_none());
         let without_ours = |list: &Value| -> Value {
             match list.as_array() {
                 Some(items) => {
-                    let kept: Vec<Value> = items.iter().filter(|item| Some(&item["name"]) != program_volume.as_ref()).cloned().collect();
-                    if kept.is_empty() && program_volume.is_some() { Value::Null } else { Value::Array(kept) }
+                    let ours = |item: &&Value| Some(&item["name"]) == program_volume.as_ref() || Some(&item["name"]) == agent_volume.as_ref();
+                    let kept: Vec<Value> = items.iter().filter(|item| !ours(item)).cloned().collect();
+                    if kept.is_empty() && (program_volume.is_some() || agent_volume.is_some()) { Value::Null } else { Value::Array(kept) }
                 }
                 None => list.clone(),
             }

@@ -236,5 +236,5 @@ fn class_6_the_pod_pass_reproduces_the_skip() {
     assert!(pre_stop_argv(&outcome.patched["spec"]["containers"][0]).is_empty());
     assert!(outcome
         .warnings()
-        .contains("its host directory may be shared; use subPathExpr $(POD_UID)"));
+        .contains("host directory may be shared; use subPathExpr $(POD_UID)"));
 }

@@ -81,7 +81,7 @@ fn chart_schema_rejects_bad_values() {
     let Some(helm) = common::helm() else {
         return;
     };
-    let cases: [(&str, &str); 13] = [
+    let cases: [(&str, &str); 17] = [
         ("mode=everywhere", "/mode"),
         (
             "config.allowedHostPathPrefixes={mnt/scratch}",
@@ -100,6 +100,19 @@ fn chart_schema_rejects_bad_values() {
         ("certificates.source=vault", "/certificates/source"),
         ("certificates.rotation=true", "/certificates/rotation"),
         ("reapr.enabled=true", "reapr"),
+        (
+            "reaper.nodeAgent.hostDirectory=run/agent",
+            "/reaper/nodeAgent/hostDirectory",
+        ),
+        (
+            "reaper.nodeAgent.hostDirectory=/run/agent/",
+            "/reaper/nodeAgent/hostDirectory",
+        ),
+        (
+            "reaper.nodeAgent.hostDirectory=/run/../agent",
+            "/reaper/nodeAgent/hostDirectory",
+        ),
+        ("reaper.nodeAgent.hostDir=/run/agent", "hostDir"),
         // Not the schema but the template: the reaper mounts exactly the prefixes.
         ("reaper.enabled=true", "config.allowedHostPathPrefixes"),
     ];
@@ -424,4 +437,88 @@ fn chart_seal_key_is_one_key_for_the_webhook_and_the_reaper() {
             "{kind}: {args:?}"
         );
     }
+}
+
+/// With the reaper, the node agent runs beside it and the webhook's config names its
+/// socket's directory (the same value, so they cannot drift); `reaper.nodeAgent.enabled:
+/// false` takes both out, and so does a release without the reaper.
+#[test]
+fn chart_node_agent_and_the_webhook_config_follow_one_value() {
+    let Some(helm) = common::helm() else {
+        return;
+    };
+    let reaper = [
+        "--set=reaper.enabled=true",
+        "--set=config.allowedHostPathPrefixes={/mnt/scratch,/data/tmp}",
+    ];
+    let config_of = |objects: &[Value]| {
+        let text = chart::of_kind(objects, "ConfigMap")
+            .into_iter()
+            .find(|c| c["metadata"]["name"] == "prestop-injector-config")
+            .expect("the webhook's config")["data"]["config.yaml"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        prestop_injector::config::Config::from_yaml(&text).expect("config loads")
+    };
+    for (extra, directory) in [
+        (None, Some("/var/run/prestop-injector")),
+        (
+            Some("--set=reaper.nodeAgent.hostDirectory=/run/prestop-agent"),
+            Some("/run/prestop-agent"),
+        ),
+        (Some("--set=reaper.nodeAgent.enabled=false"), None),
+    ] {
+        let mut args = reaper.to_vec();
+        args.extend(extra);
+        let objects = render(&helm, &args);
+        let config = config_of(&objects);
+        assert_eq!(
+            config.node_agent.map(|a| a.host_directory).as_deref(),
+            directory,
+            "{args:?}"
+        );
+        let pod = &one(&objects, "DaemonSet")["spec"]["template"]["spec"];
+        let agent = pod["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "node-agent");
+        let socket = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "node-agent-socket");
+        let Some(directory) = directory else {
+            assert!(agent.is_none() && socket.is_none(), "{args:?}");
+            continue;
+        };
+        let agent = agent.expect("the node agent");
+        assert_eq!(
+            agent["command"],
+            json!([
+                "/usr/local/bin/prestop-clean",
+                "node-agent",
+                "--host-root",
+                "/node",
+                "--socket",
+                "/run/prestop-injector/agent.sock",
+                "--allow",
+                "/mnt/scratch",
+                "--allow",
+                "/data/tmp"
+            ])
+        );
+        assert_eq!(
+            socket.expect("the socket's volume")["hostPath"],
+            json!({"path": directory, "type": "DirectoryOrCreate"})
+        );
+    }
+    // Without the reaper, no node agent and nothing in the webhook's config.
+    let objects = render(
+        &helm,
+        &["--set=config.allowedHostPathPrefixes={/mnt/scratch}"],
+    );
+    assert_eq!(config_of(&objects).node_agent, None);
+    assert!(chart::of_kind(&objects, "DaemonSet").is_empty());
 }

@@ -21,6 +21,18 @@ const NODE_ROOT: &str = "/node";
 /// The reaper's own namespace (components/reaper/namespace.yaml); the webhook's stays
 /// prestop-system.
 const NAMESPACE: &str = "prestop-reaper";
+/// The node agent's container (it sees the node's `/` at NODE_ROOT too) and its socket's
+/// directory.
+const NODE_AGENT: &str = "node-agent";
+const SOCKET_DIR: &str = "/run/prestop-injector";
+/// What overlays/cluster-wide-with-reaper/config.yaml adds to base/config.yaml.
+const NODE_AGENT_CONFIG: &str = "\
+# The node agent (the reaper DaemonSet's node-agent container): every injected cleaner
+# asks it whether the directory it opened is the node's directory at the expected host
+# path. Must be the DaemonSet's node-agent-socket hostPath (docs/CONFIG.md#the-node-agent).
+nodeAgent:
+  hostDirectory: /var/run/prestop-injector
+";
 
 fn component_dir() -> PathBuf {
     common::deploy_dir().join("components/reaper")
@@ -37,12 +49,25 @@ fn daemonset(objects: &[Value]) -> &Value {
     find(objects, "DaemonSet", "prestop-reaper")
 }
 
-fn container(objects: &[Value]) -> &Value {
+/// The reaper pod's containers: the reaper, then the node agent.
+fn containers(objects: &[Value]) -> &[Value] {
     let containers = daemonset(objects)["spec"]["template"]["spec"]["containers"]
         .as_array()
         .expect("containers is a list");
-    assert_eq!(containers.len(), 1, "the reaper pod has one container");
-    &containers[0]
+    let names: Vec<&str> = containers
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["reaper", NODE_AGENT], "the reaper pod's containers");
+    containers
+}
+
+fn container(objects: &[Value]) -> &Value {
+    &containers(objects)[0]
+}
+
+fn node_agent(objects: &[Value]) -> &Value {
+    &containers(objects)[1]
 }
 
 fn args(container: &Value) -> Vec<&str> {
@@ -168,6 +193,10 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
     for (label, with, without) in &installs_with_reaper(&kubectl) {
         let label = label.replace(' ', "");
         common::validate(&validator, &label, with);
+        // Its own overlay also sets nodeAgent in the webhook's config (a new hashed name):
+        // compared without that, nothing else of the install changes.
+        let with: Vec<Value> = with.iter().map(without_node_agent_config).collect();
+        let without: Vec<Value> = without.iter().map(without_node_agent_config).collect();
         let before: BTreeSet<String> = without.iter().map(key).collect();
         let after: BTreeSet<String> = with.iter().map(key).map(without_hash).collect();
         let added: BTreeSet<String> = after.difference(&before).cloned().collect();
@@ -176,7 +205,7 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
             before.is_subset(&after),
             "{label}: the reaper removes nothing"
         );
-        for object in without {
+        for object in &without {
             let rendered = with.iter().find(|o| key(o) == key(object)).unwrap();
             assert_eq!(
                 rendered,
@@ -185,6 +214,133 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
                 key(object)
             );
         }
+    }
+}
+
+/// `object` with the webhook config's hashed name cut and the overlay's nodeAgent block
+/// taken out of its text.
+fn without_node_agent_config(object: &Value) -> Value {
+    let text = object.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("prestop-injector-config-") {
+        let (head, tail) = rest.split_at(at + "prestop-injector-config".len());
+        out.push_str(head);
+        let hash_end = tail[1..]
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .map_or(tail.len(), |end| end + 1);
+        rest = &tail[hash_end..];
+    }
+    out.push_str(rest);
+    let mut object: Value = serde_json::from_str(&out).unwrap();
+    if object["kind"] == "ConfigMap" {
+        if let Some(text) = object["data"]["config.yaml"].as_str() {
+            let text = text
+                .strip_suffix(NODE_AGENT_CONFIG)
+                .unwrap_or(text)
+                .to_owned();
+            object["data"]["config.yaml"] = json!(text);
+        }
+    }
+    object
+}
+
+/// The overlay's webhook config is the base's plus `nodeAgent`, byte for byte, and its
+/// directory is the one the node agent's socket is in.
+#[test]
+fn the_overlay_tells_the_webhook_where_the_node_agent_is() {
+    let read = |path: &str| std::fs::read_to_string(common::deploy_dir().join(path)).unwrap();
+    let base = read("base/config.yaml");
+    let overlay = read(&format!("overlays/{OVERLAY}/config.yaml"));
+    assert_eq!(overlay, format!("{base}{NODE_AGENT_CONFIG}"));
+    let config = Config::from_yaml(&overlay).expect("the overlay's config loads");
+    let directory = config.node_agent.expect("nodeAgent").host_directory;
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let objects = common::render(&kubectl, OVERLAY);
+    let webhook_config = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["namespace"] == "prestop-system"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("prestop-injector-config-")
+        })
+        .expect("the webhook's config");
+    assert_eq!(webhook_config["data"]["config.yaml"], overlay);
+    let deployment = find(&objects, "Deployment", "prestop-injector");
+    assert!(deployment.to_string().contains(&format!(
+        "\"{}\"",
+        webhook_config["metadata"]["name"].as_str().unwrap()
+    )));
+    let pod = &daemonset(&objects)["spec"]["template"]["spec"];
+    let socket = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "node-agent-socket")
+        .expect("the socket's volume");
+    assert_eq!(
+        socket["hostPath"],
+        json!({"path": directory, "type": "DirectoryOrCreate"})
+    );
+}
+
+/// The node agent: the same image as the reaper, the node's `/` read-only (seeing disks
+/// mounted later), its socket in the webhook's nodeAgent.hostDirectory, `--allow` exactly
+/// the reaper's prefixes, and of root's powers only searching directories.
+#[test]
+fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
+    let Some(kubectl) = common::kubectl() else {
+        return;
+    };
+    let (_, config) = shipped_config();
+    let objects = common::render(&kubectl, OVERLAY);
+    let agent = node_agent(&objects);
+    assert_eq!(agent["image"], container(&objects)["image"]);
+    let mut command: Vec<String> = [
+        "/usr/local/bin/prestop-clean",
+        "node-agent",
+        "--host-root",
+        NODE_ROOT,
+        "--socket",
+    ]
+    .map(String::from)
+    .into();
+    command.push(format!("{SOCKET_DIR}/agent.sock"));
+    for prefix in &config.allowed_host_path_prefixes {
+        command.extend(["--allow".to_owned(), prefix.clone()]);
+    }
+    assert_eq!(agent["command"], json!(command));
+    assert!(agent.get("args").is_none());
+    assert_eq!(
+        agent["securityContext"],
+        json!({
+            "privileged": false,
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]},
+        })
+    );
+    assert_eq!(
+        agent["volumeMounts"],
+        json!([
+            {"name": "node-root", "mountPath": NODE_ROOT, "readOnly": true,
+             "mountPropagation": "HostToContainer"},
+            {"name": "node-agent-socket", "mountPath": SOCKET_DIR},
+            {"name": "reaper-pod", "mountPath": prestop_injector::reaper::in_use::OWN_POD_MARKER,
+             "readOnly": true},
+        ])
+    );
+    assert_eq!(
+        agent["resources"],
+        json!({"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}})
+    );
+    for key in ["ports", "env", "lifecycle"] {
+        assert!(agent.get(key).is_none(), "{key}");
     }
 }
 
@@ -447,9 +603,45 @@ fn every_allowed_prefix_is_mounted_writable_and_the_node_read_only() {
     let mounts = container(&objects)["volumeMounts"].as_array().unwrap();
     let volumes = pod["volumes"].as_array().unwrap();
 
+    let agent_mounts = node_agent(&objects)["volumeMounts"].as_array().unwrap();
     let mut host_paths = BTreeSet::new();
     for volume in volumes {
         let name = volume["name"].as_str().unwrap();
+        // The node's `/`: read-only wherever it is mounted.
+        if name == "node-root" {
+            assert_eq!(
+                volume["hostPath"],
+                json!({"path": "/", "type": "Directory"})
+            );
+            let used: Vec<&Value> = mounts
+                .iter()
+                .chain(agent_mounts)
+                .filter(|m| m["name"] == name)
+                .collect();
+            assert!(!used.is_empty(), "node-root is mounted");
+            // The reaper's own view, for "in use": seeing the node's later mounts.
+            let reapers: Vec<&Value> = mounts.iter().filter(|m| m["name"] == name).collect();
+            assert_eq!(reapers.len(), 1, "the reaper mounts the node's root once");
+            assert_eq!(reapers[0]["mountPath"], NODE_ROOT);
+            assert_eq!(reapers[0]["mountPropagation"], "HostToContainer");
+            for mount in used {
+                assert_eq!(mount["readOnly"], true, "{mount}");
+                assert!(mount.get("subPath").is_none() && mount.get("subPathExpr").is_none());
+                assert_ne!(mount["mountPropagation"], "Bidirectional", "{mount}");
+            }
+            continue;
+        }
+        // The node agent's socket directory: the agent's alone.
+        if name == "node-agent-socket" {
+            assert!(
+                mounts.iter().all(|m| m["name"] != name),
+                "the reaper does not mount the agent's socket directory"
+            );
+            let path = volume["hostPath"]["path"].as_str().unwrap();
+            assert!(host_paths.insert(path.to_owned()), "{path} twice");
+            assert_eq!(volume["hostPath"]["type"], "DirectoryOrCreate");
+            continue;
+        }
         let fields: BTreeSet<&str> = volume
             .as_object()
             .unwrap()
@@ -457,13 +649,24 @@ fn every_allowed_prefix_is_mounted_writable_and_the_node_read_only() {
             .map(String::as_str)
             .collect();
         let Some(host) = volume.get("hostPath") else {
+            if name == "reaper-pod" {
+                // The pod's marker: the same empty directory, read-only, in both
+                // containers, at the path the reaper looks for.
+                assert_eq!(volume["emptyDir"], json!({"sizeLimit": "1Mi"}));
+                let marker = json!({"name": "reaper-pod", "readOnly": true,
+                    "mountPath": prestop_injector::reaper::in_use::OWN_POD_MARKER});
+                assert!(mounts.contains(&marker), "{mounts:?}");
+                assert!(agent_mounts.contains(&marker), "{agent_mounts:?}");
+                continue;
+            }
             let expected = match name {
                 "seal" => BTreeSet::from(["name", "secret"]),
                 _ => BTreeSet::from(["name", "configMap"]),
             };
             assert!(
                 ["config", "seal"].contains(&name) && fields == expected,
-                "a volume that is no hostPath is the config or the seal key: {name} {fields:?}"
+                "a volume that is no hostPath is the config, the seal key or the pod's \
+                 marker: {name} {fields:?}"
             );
             continue;
         };
@@ -473,16 +676,6 @@ fn every_allowed_prefix_is_mounted_writable_and_the_node_read_only() {
         assert_eq!(used.len(), 1, "{name} is mounted once: {used:?}");
         let mount = used[0];
         assert!(mount.get("subPath").is_none() && mount.get("subPathExpr").is_none());
-        if path == "/" {
-            // The node's root: named node-root (another container of this pod that needs
-            // it shares the volume), read-only, seeing the node's later mounts.
-            assert_eq!(name, "node-root");
-            assert_eq!(host["type"], "Directory");
-            assert_eq!(mount["mountPath"], NODE_ROOT);
-            assert_eq!(mount["readOnly"], true, "nothing is written through /node");
-            assert_eq!(mount["mountPropagation"], "HostToContainer");
-            continue;
-        }
         assert_ne!(mount["readOnly"], true, "{name}: the reaper writes there");
         if path == STATE_DIR {
             assert_eq!(host["type"], "DirectoryOrCreate");
@@ -501,16 +694,22 @@ fn every_allowed_prefix_is_mounted_writable_and_the_node_read_only() {
     let expected: BTreeSet<String> = prefixes
         .iter()
         .cloned()
-        .chain([STATE_DIR.to_owned(), "/".to_owned()])
+        .chain([STATE_DIR.to_owned()])
+        .chain([prestop_injector::config::DEFAULT_NODE_AGENT_DIRECTORY.to_owned()])
         .collect();
     assert_eq!(
         host_paths, expected,
         "every allowedHostPathPrefixes entry has its hostPath volume, and the node's root \
          is mounted"
     );
-    // Every mount is one of those volumes, the config or the seal key: nothing else
-    // reaches the host.
-    assert_eq!(mounts.len(), volumes.len(), "{mounts:?}");
+    // Every mount of the reaper is one of those volumes, the config, the seal key or the
+    // pod's marker, or the node's `/` (read-only): nothing else reaches the host.
+    let own = |m: &&Value| m["name"] != "node-root" && m["name"] != "node-agent-socket";
+    assert_eq!(
+        mounts.iter().filter(own).count(),
+        volumes.iter().filter(own).count(),
+        "{mounts:?}"
+    );
     for key in ["hostNetwork", "hostIPC"] {
         assert_ne!(pod[key], true, "{key}");
     }
@@ -689,6 +888,7 @@ fn the_reaper_image_is_the_deployments_image() {
         let deployment = find(objects, "Deployment", "prestop-injector");
         let deployed = deployment["spec"]["template"]["spec"]["containers"][0]["image"].clone();
         assert_eq!(container(objects)["image"], deployed);
+        assert_eq!(node_agent(objects)["image"], deployed);
         deployed
     };
     let shipped = image(&common::render(&kubectl, OVERLAY));

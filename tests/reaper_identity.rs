@@ -246,3 +246,126 @@ fn in_use_by_identity_is_unknown_without_the_nodes_processes() {
         Ok(())
     );
 }
+
+/// The reaper pod's node agent: its container sees the node's whole `/` (here, the
+/// node's host directory, above the recorded one) and the pod's marker emptyDir.
+const NODE_AGENT: &str = r#"set -eu
+root=$1 node=$2 busybox=$3 marker=${4:-}
+mount --make-rprivate /
+mount -t tmpfs rootfs "$root"
+mkdir -p "$root/bin" "$root/node" "$root/marker"
+cp "$busybox" "$root/bin/busybox"
+mount --bind -o ro "$node" "$root/node"
+if [ -n "$marker" ]; then mount --bind -o ro "$marker" "$root/marker"; fi
+exec chroot "$root" /bin/busybox sleep 600
+"#;
+
+/// Set in the child of the test below: the directory to check, and where the child's
+/// own marker is mounted.
+const AGENT_CHECK: &str = "PRESTOP_TEST_REAPER_AGENT_CHECK";
+const AGENT_MARKER: &str = "PRESTOP_TEST_REAPER_AGENT_MARKER";
+
+/// The reaper's verdict from a process (a mount namespace of its own, like the reaper's
+/// container) that has `marker_source` mounted at `marker_point`.
+fn verdict_with_marker(
+    unshare: &str,
+    dir: &Path,
+    marker_source: &Path,
+    marker_point: &Path,
+) -> String {
+    let script =
+        r#"set -eu; mount --make-rprivate /; mount --bind -o ro "$1" "$2"; shift 2; exec "$@""#;
+    let output = Command::new(unshare)
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(marker_source)
+        .arg(marker_point)
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "in_use_by_identity_the_reapers_own_node_agent_uses_nothing",
+            "--nocapture",
+        ])
+        .env(AGENT_CHECK, dir)
+        .env(AGENT_MARKER, marker_point)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        stdout.contains("verdict="),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Issue 26: the node agent runs in the reaper's pod with the node's `/` mounted, which is
+/// above every directory. It is known by the pod's marker emptyDir (the same directory
+/// mounted in the reaper's own container), never by its name, and uses nothing; the same
+/// container without the marker is any container, and keeps the directory.
+#[test]
+fn in_use_by_identity_the_reapers_own_node_agent_uses_nothing() {
+    if let (Some(dir), Some(marker)) = (
+        std::env::var_os(AGENT_CHECK),
+        std::env::var_os(AGENT_MARKER),
+    ) {
+        let verdict = prestop_injector::reaper::in_use::check_marked(
+            Path::new(&dir),
+            "/mnt/scratch/job",
+            Path::new(&marker),
+        );
+        println!("verdict={verdict:?}");
+        return;
+    }
+    let Some((unshare, busybox)) = tools() else {
+        return;
+    };
+    let node = Node::new();
+    let dir = node.scratch("/mnt/scratch/job");
+    let pod_marker = node.root.join("pod-marker");
+    let other_marker = node.root.join("other-pod-marker");
+    let marker_point = node.root.join("reaper-marker-point");
+    for path in [&pod_marker, &other_marker, &marker_point] {
+        std::fs::create_dir_all(path).unwrap();
+    }
+    let start = |marker: Option<&Path>| -> Container {
+        let root = node.root.join(format!("agent-rootfs-{}", rand_suffix()));
+        std::fs::create_dir_all(&root).unwrap();
+        let mut command = Command::new(unshare);
+        command
+            .args(["-m", "sh", "-c", NODE_AGENT, "sh"])
+            .arg(&root)
+            .arg(&node.host)
+            .arg(&busybox);
+        if let Some(marker) = marker {
+            command.arg(marker);
+        }
+        let container = Container(command.stdin(Stdio::null()).spawn().unwrap());
+        let comm = PathBuf::from(format!("/proc/{}/comm", container.0.id()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::read_to_string(&comm)
+            .ok()
+            .as_deref()
+            .map(str::trim)
+            != Some("busybox")
+        {
+            assert!(Instant::now() < deadline, "the agent did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        container
+    };
+    // With the reaper pod's marker: the agent is the reaper's own, and uses nothing.
+    let agent = start(Some(&pod_marker));
+    let verdict = verdict_with_marker(unshare, &dir, &pod_marker, &marker_point);
+    assert!(verdict.contains("verdict=Ok(())"), "{verdict}");
+    drop(agent);
+    // Another pod's marker, or none: any container with the node's `/` keeps it.
+    for marker in [Some(other_marker.as_path()), None] {
+        let _stranger = start(marker);
+        let verdict = verdict_with_marker(unshare, &dir, &pod_marker, &marker_point);
+        assert!(
+            verdict.contains("verdict=Err(InUse("),
+            "{marker:?}: {verdict}"
+        );
+    }
+    assert_eq!(entries(&dir), 3);
+}

@@ -51,6 +51,7 @@ pub mod scope;
 pub mod seal;
 pub mod shell_fix;
 pub mod targets;
+mod warning;
 
 pub use grace::DEFAULT_GRACE_SECONDS;
 pub use inject::sidecar::NAME as SIDECAR_NAME;
@@ -353,14 +354,9 @@ fn describe(request: &Request, object: &Value) -> String {
     }
 }
 
-/// Warnings longer than this are cut: the API server and kubectl show them on one line.
-pub const MAX_WARNING_CHARS: usize = 120;
+pub use warning::MAX_WARNING_CHARS;
 
-fn shorten(warning: String) -> String {
-    if warning.chars().count() <= MAX_WARNING_CHARS {
-        return warning;
-    }
-    let mut short: String = warning.chars().take(MAX_WARNING_CHARS - 1).collect();
-    short.push('…');
-    short
+/// Every warning in at most [`MAX_WARNING_CHARS`], its citations shortened first.
+fn shorten(text: String) -> String {
+    warning::fit(&text, MAX_WARNING_CHARS)
 }

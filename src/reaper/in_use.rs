@@ -25,6 +25,13 @@
 //! `mountinfo` is readable by every user (mode 0444, no ptrace check), unlike
 //! `/proc/<pid>/ns/*` or `/proc/<pid>/root`, which this module does not use.
 //!
+//! The node agent (the reaper pod's `node-agent` container) sees the node's whole `/`, so
+//! its mounts are above every directory; it uses none of them. Every container of the
+//! reaper's pod mounts the same `emptyDir` at [`OWN_POD_MARKER`]: a process whose mounts
+//! include that very directory (device and root, which only this pod's kubelet directory
+//! has) is of the reaper's pod and is skipped. Skipping a process removes only that
+//! process's own protection: every other container is still looked at.
+//!
 //! Fail closed: when the reaper cannot see the node's processes (no `hostPID`: the
 //! kernel thread `kthreadd` is not pid 2 of its pid namespace) or cannot read a living
 //! process's mounts, the answer is [`Busy::Unknown`] and nothing is emptied.
@@ -71,6 +78,11 @@ impl Busy {
     }
 }
 
+/// Where every container of the reaper's pod mounts the pod's own `emptyDir` (read-only),
+/// so that the reaper knows the node agent's processes by their mounts (see the module
+/// docs). Absent from the reaper's mounts (an older DaemonSet), nothing is skipped.
+pub const OWN_POD_MARKER: &str = "/run/prestop-reaper-pod";
+
 /// PF_KTHREAD in `/proc/<pid>/stat`'s flags.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
@@ -79,10 +91,15 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// A location that is not a directory is left to the walk, which refuses it or finds
 /// nothing.
 pub fn check(location: &Path, host_path: &str) -> Result<(), Busy> {
-    check_in(Path::new("/proc"), location, host_path)
+    check_marked(location, host_path, Path::new(OWN_POD_MARKER))
 }
 
-fn check_in(proc: &Path, location: &Path, host_path: &str) -> Result<(), Busy> {
+/// [`check`] with the reaper pod's marker mounted at `marker` (tests mount their own).
+pub fn check_marked(location: &Path, host_path: &str, marker: &Path) -> Result<(), Busy> {
+    check_in(Path::new("/proc"), location, host_path, marker)
+}
+
+fn check_in(proc: &Path, location: &Path, host_path: &str, marker: &Path) -> Result<(), Busy> {
     let unknown = |why: String| Busy::Unknown(why);
     if !sees_the_node(proc) {
         return Err(unknown(
@@ -118,6 +135,10 @@ fn check_in(proc: &Path, location: &Path, host_path: &str) -> Result<(), Busy> {
         )));
     };
     let own_ids: HashSet<u64> = own.iter().map(|m| m.id).collect();
+    let own_pod = own
+        .iter()
+        .find(|m| m.point == marker.as_os_str().as_encoded_bytes())
+        .map(|m| (m.dev, m.root.clone()));
     let node = match read("1") {
         Ok(Some(node)) => node,
         _ => return Err(unknown("cannot read the node's mounts (pid 1)".to_owned())),
@@ -168,6 +189,13 @@ fn check_in(proc: &Path, location: &Path, host_path: &str) -> Result<(), Busy> {
         match root_mount(&mounts) {
             Some(root) if (root.dev, &root.root) == (node_root.0, &node_root.1) => continue,
             _ => {}
+        }
+        // A container of the reaper's own pod (the node agent).
+        if own_pod
+            .as_ref()
+            .is_some_and(|(dev, root)| mounts.iter().any(|m| m.dev == *dev && &m.root == root))
+        {
+            continue;
         }
         let user = mounts
             .iter()

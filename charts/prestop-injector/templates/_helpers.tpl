@@ -79,5 +79,8 @@ webhook's own image (the kustomize install has to keep the two equal by hand). *
 {{- $_ := set $cleaner "image" (include "prestop-injector.image" .) }}
 {{- end }}
 {{- $_ := set $config "cleaner" $cleaner }}
+{{- if and .Values.reaper.enabled .Values.reaper.nodeAgent.enabled }}
+{{- $_ := set $config "nodeAgent" (dict "hostDirectory" .Values.reaper.nodeAgent.hostDirectory) }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}

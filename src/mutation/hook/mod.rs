@@ -7,11 +7,15 @@
 //! Contract:
 //! - A [`Hook`] (what runs before, what our part does) renders in one of two forms,
 //!   chosen by `cleaner.mode` ([`Hook::to_argv`]):
-//!   - `binary`: `[PROGRAM, "hook", (--sleep N)?, (--target P (--host H)?
-//!     (--whole-filesystem)?)…, (--shell S --script T)?, (-- user…)?]`, the argv of the
-//!     static cleaner program as [`prestop_clean::argv::HookArgs::render`] writes it. No
-//!     shell unless a custom script needs one. Each target carries the identity the
-//!     program checks at run time ([`crate::mutation::targets::identify`]).
+//!   - `binary`: `[PROGRAM, "hook", (--node-agent SOCKET)?, (--sleep N)?, (--target P
+//!     (--host H)? (--whole-filesystem)?)…, (--shell S --script T)?, (-- user…)?]`, the
+//!     argv of the static cleaner program as [`prestop_clean::argv::HookArgs::render`]
+//!     writes it. No shell unless a custom script needs one. Each target carries the
+//!     identity the program checks at run time ([`crate::mutation::targets::identify`]);
+//!     `--node-agent` is where the node agent's socket is mounted in that container
+//!     (`nodeAgent` in the config, [`crate::mutation::inject::node_agent`]). It is how
+//!     the hook is delivered, not what it does: [`Hook`] does not hold it, and
+//!     [`Hook::from_argv`] reads a hook with or without it.
 //!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
 //!     the cleanup targets' paths (or the custom script) and `user` is the user's own
 //!     preStop argv, untouched. The script text comes from [`crate::mutation::hook::script`] and
@@ -19,10 +23,10 @@
 //!     host path is not in its argv, and `sh` cannot check one.
 //! - [`Hook::from_argv`] returns `Some` exactly for argv that `to_argv` renders, in either
 //!   form (any shell path, so v1 shell hooks of earlier releases are recognised and
-//!   rebuilt): it parses, rebuilds the hook and compares the re-rendered argv with the
-//!   input. So `from_argv(&h.to_argv(m)) == Some(h)` (for the program form the shell of a
-//!   cleanup hook is not part of the argv and reads back empty) and a user hook that only
-//!   looks like ours is left alone.
+//!   rebuilt): it parses, rebuilds the hook and compares the re-rendered argv (with the
+//!   socket it read) with the input. So `from_argv(&h.to_argv(m, socket)) == Some(h)` (for
+//!   the program form the shell of a cleanup hook is not part of the argv and reads back
+//!   empty) and a user hook that only looks like ours is left alone.
 //! - [`sidecar_argv`] / [`program_sidecar_argv`] / [`sidecar_targets`] do the same for
 //!   the cleanup sidecar (docs/DESIGN.md#the-sidecar).
 
@@ -71,16 +75,23 @@ pub struct Hook {
 }
 
 impl Hook {
-    /// The `exec.command` argv for this hook in the configured form.
-    pub fn to_argv(&self, mode: CleanerMode) -> Vec<String> {
+    /// The `exec.command` argv for this hook in the configured form. `node_agent` is the
+    /// node agent's socket inside the container, for the program form only: `sh` cannot
+    /// ask the agent, so the shell form has none.
+    pub fn to_argv(&self, mode: CleanerMode, node_agent: Option<&str>) -> Vec<String> {
         match mode {
-            CleanerMode::Binary => self.to_program_argv(),
+            CleanerMode::Binary => self.to_program_argv_asking(node_agent),
             CleanerMode::Shell => self.to_shell_argv(),
         }
     }
 
-    /// `[PROGRAM, "hook", …]`.
+    /// `[PROGRAM, "hook", …]`, without a node agent.
     pub fn to_program_argv(&self) -> Vec<String> {
+        self.to_program_argv_asking(None)
+    }
+
+    /// `[PROGRAM, "hook", (--node-agent SOCKET)?, …]`.
+    pub fn to_program_argv_asking(&self, node_agent: Option<&str>) -> Vec<String> {
         let (targets, script) = match &self.action {
             Action::Cleanup(targets) => (targets.clone(), None),
             Action::Custom(text) => (
@@ -92,7 +103,7 @@ impl Hook {
             ),
         };
         HookArgs {
-            node_agent: None,
+            node_agent: node_agent.map(str::to_owned),
             before: self.before.clone(),
             targets,
             script,
@@ -142,6 +153,7 @@ impl Hook {
             return None;
         }
         let parsed = HookArgs::parse(args).ok()?;
+        let node_agent = parsed.node_agent;
         let (shell, action) = match (parsed.targets, parsed.script) {
             (targets, None) => (String::new(), Action::Cleanup(targets)),
             (targets, Some(Script { shell, text })) if targets.is_empty() => {
@@ -155,7 +167,7 @@ impl Hook {
             before: parsed.before,
             action,
         };
-        (hook.to_program_argv() == argv).then_some(hook)
+        (hook.to_program_argv_asking(node_agent.as_deref()) == argv).then_some(hook)
     }
 
     fn from_shell_argv(argv: &[String]) -> Option<Hook> {
@@ -232,10 +244,11 @@ pub fn target_paths(targets: &[Target]) -> Vec<String> {
     targets.iter().map(|t| t.path.clone()).collect()
 }
 
-/// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", --target P…]`.
-pub fn program_sidecar_argv(targets: &[Target]) -> Vec<String> {
+/// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", (--node-agent
+/// SOCKET)?, --target P…]`, `node_agent` being the agent's socket inside the sidecar.
+pub fn program_sidecar_argv(targets: &[Target], node_agent: Option<&str>) -> Vec<String> {
     SidecarArgs {
-        node_agent: None,
+        node_agent: node_agent.map(str::to_owned),
         targets: targets.to_vec(),
     }
     .render(IMAGE_PROGRAM)
@@ -252,8 +265,9 @@ pub fn sidecar_targets(argv: &[String]) -> Option<Vec<String>> {
 pub fn sidecar_identified_targets(argv: &[String]) -> Option<Vec<Target>> {
     if let [program, args @ ..] = argv {
         if program == IMAGE_PROGRAM {
-            let targets = SidecarArgs::parse(args).ok()?.targets;
-            return (program_sidecar_argv(&targets) == argv).then_some(targets);
+            let parsed = SidecarArgs::parse(args).ok()?;
+            let rendered = program_sidecar_argv(&parsed.targets, parsed.node_agent.as_deref());
+            return (rendered == argv).then_some(parsed.targets);
         }
     }
     let [shell, _, text, _, targets @ ..] = argv else {

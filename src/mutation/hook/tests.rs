@@ -178,7 +178,7 @@ fn program_argv_shape() {
     );
     let custom = hook(Before::Sleep(5), Action::Custom("echo bye".into()));
     assert_eq!(
-        custom.to_argv(CleanerMode::Binary),
+        custom.to_argv(CleanerMode::Binary, None),
         strings(&[PROGRAM, "hook", "--sleep", "5", "--shell", "/bin/sh", "--script", "echo bye"])
     );
     assert_eq!(Hook::from_argv(&custom.to_program_argv()), Some(custom));
@@ -186,6 +186,38 @@ fn program_argv_shape() {
     let read_back = Hook::from_argv(&h.to_program_argv()).unwrap();
     assert_eq!(read_back.shell, "");
     assert_eq!((read_back.before, read_back.action), (h.before, h.action));
+}
+
+#[test]
+fn hooks_and_sidecars_asking_the_node_agent_are_ours() {
+    let socket = "/.prestop-injector-node/agent.sock";
+    let h = hook(
+        Before::Exec(strings(&["/bin/stop"])),
+        Action::Cleanup(vec![Target::on_host("/data", "/mnt/data")]),
+    );
+    let argv = h.to_argv(CleanerMode::Binary, Some(socket));
+    assert_eq!(
+        argv[..4],
+        strings(&[PROGRAM, "hook", "--node-agent", socket])[..]
+    );
+    let read_back = Hook::from_argv(&argv).expect("ours");
+    assert_eq!(
+        (&read_back.before, &read_back.action),
+        (&h.before, &h.action)
+    );
+    // The shell form cannot ask the agent: it is the same with or without.
+    assert_eq!(
+        h.to_argv(CleanerMode::Shell, Some(socket)),
+        h.to_argv(CleanerMode::Shell, None)
+    );
+    let targets = vec![Target::on_host("/a", "/mnt/a")];
+    let sidecar = program_sidecar_argv(&targets, Some(socket));
+    assert_eq!(sidecar[2..4], strings(&["--node-agent", socket])[..]);
+    assert_eq!(sidecar_identified_targets(&sidecar), Some(targets));
+    // Out of its place the option is no part of our argv.
+    let mut misplaced = h.to_program_argv();
+    misplaced.splice(4..4, strings(&["--node-agent", socket]));
+    assert_eq!(Hook::from_argv(&misplaced), None, "{misplaced:?}");
 }
 
 #[test]
@@ -208,10 +240,13 @@ fn foreign_program_argv_is_not_ours() {
         Target::path_only("/--target"),
     ];
     assert_eq!(
-        sidecar_identified_targets(&program_sidecar_argv(&targets)),
+        sidecar_identified_targets(&program_sidecar_argv(&targets, None)),
         Some(targets)
     );
-    assert_eq!(program_sidecar_argv(&[])[..2], [IMAGE_PROGRAM, "sidecar"]);
+    assert_eq!(
+        program_sidecar_argv(&[], None)[..2],
+        [IMAGE_PROGRAM, "sidecar"]
+    );
 }
 
 fn any_hook() -> impl Strategy<Value = Hook> {
@@ -260,12 +295,12 @@ proptest! {
     }
 
     #[test]
-    fn program_round_trip(h in any_hook()) {
-        let argv = h.to_program_argv();
+    fn program_round_trip(h in any_hook(), socket in prop::option::of(any::<String>())) {
+        let argv = h.to_program_argv_asking(socket.as_deref());
         let read_back = Hook::from_argv(&argv).expect("ours");
         prop_assert_eq!(&read_back.before, &h.before);
         prop_assert_eq!(&read_back.action, &h.action);
-        prop_assert_eq!(read_back.to_program_argv(), argv);
+        prop_assert_eq!(read_back.to_program_argv_asking(socket.as_deref()), argv);
     }
 
     #[test]

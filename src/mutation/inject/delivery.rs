@@ -31,11 +31,11 @@ const SIZE_LIMIT: &str = "16Mi";
 /// distroless `nonroot`: any numeric non-root user can write an `emptyDir`.
 const INSTALLER_USER: u64 = 65532;
 
-fn name_of(value: &Value) -> Option<&str> {
+pub(super) fn name_of(value: &Value) -> Option<&str> {
     value.field("name").and_then(Value::as_str)
 }
 
-fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
+pub(super) fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
     spec.field(key)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
@@ -43,7 +43,7 @@ fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
 }
 
 /// `base`, else `base-2`, `base-3`, … : the first name `taken` does not hold.
-fn free_name(base: &str, taken: &[&str]) -> String {
+pub(super) fn free_name(base: &str, taken: &[&str]) -> String {
     (1..)
         .map(|n| {
             if n == 1 {
@@ -104,7 +104,7 @@ impl Delivery {
             .iter()
             .filter(|mount| !self.is_our_mount(mount))
             .filter_map(|mount| mount.field("mountPath").and_then(Value::as_str))
-            .find(|path| overlaps(path))
+            .find(|path| overlaps(path, PROGRAM_DIR))
     }
 
     fn installer_container(&self, image: &str) -> Map<String, Value> {
@@ -195,9 +195,10 @@ impl Delivery {
     }
 }
 
-/// Whether a mountPath is at, above or below [`PROGRAM_DIR`]; one that cannot be read as
-/// a clean path (`..`) counts as overlapping, failing closed.
-fn overlaps(mount_path: &str) -> bool {
+/// Whether a mountPath is at, above or below `dir` ([`PROGRAM_DIR`], or the node agent's
+/// mount); one that cannot be read as a clean path (`..`) counts as overlapping, failing
+/// closed.
+pub(super) fn overlaps(mount_path: &str, dir: &str) -> bool {
     let mut normalized = String::new();
     for segment in mount_path.split('/') {
         match segment {
@@ -210,9 +211,9 @@ fn overlaps(mount_path: &str) -> bool {
         }
     }
     normalized.is_empty()
-        || normalized == PROGRAM_DIR
-        || PROGRAM_DIR.starts_with(&format!("{normalized}/"))
-        || normalized.starts_with(&format!("{PROGRAM_DIR}/"))
+        || normalized == dir
+        || dir.starts_with(&format!("{normalized}/"))
+        || normalized.starts_with(&format!("{dir}/"))
 }
 
 /// Sets the entries of `wanted` on `existing` that differ, leaving every other key.
@@ -226,7 +227,12 @@ fn merge(existing: &mut Map<String, Value>, wanted: Map<String, Value>) {
 
 /// In the array `owner[key]`, the element named `name`: merged with `wanted`, appended
 /// when absent, or removed when `wanted` is `None` (the array too, once empty).
-fn update_named(owner: &mut Value, key: &str, name: &str, wanted: Option<&Map<String, Value>>) {
+pub(super) fn update_named(
+    owner: &mut Value,
+    key: &str,
+    name: &str,
+    wanted: Option<&Map<String, Value>>,
+) {
     let Some(owner) = owner.as_object_mut() else {
         return;
     };
@@ -292,7 +298,7 @@ mod tests {
             ("/.prestop", false),
             ("/data", false),
         ] {
-            assert_eq!(overlaps(path), overlapping, "{path}");
+            assert_eq!(overlaps(path, PROGRAM_DIR), overlapping, "{path}");
         }
     }
 

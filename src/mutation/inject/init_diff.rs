@@ -129,7 +129,8 @@ mod tests {
     }
 
     fn sidecar() -> Value {
-        let argv = crate::mutation::hook::program_sidecar_argv(&["/scratch".to_owned().into()]);
+        let argv =
+            crate::mutation::hook::program_sidecar_argv(&["/scratch".to_owned().into()], None);
         json!({"name": "prestop-cleanup", "command": argv, "restartPolicy": "Always"})
     }
 

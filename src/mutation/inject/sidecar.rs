@@ -15,6 +15,7 @@ use crate::config::{CleanerMode, Config};
 use crate::mutation::field::Field;
 use crate::mutation::hook;
 use crate::mutation::hook::ours::is_our_sidecar;
+use crate::mutation::inject::node_agent::{self, NodeAgent};
 pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
 use crate::mutation::inject::sidecar_plan::{check_merged, copy_of};
 use crate::mutation::targets;
@@ -50,7 +51,10 @@ impl SidecarPlan {
         let (image, command) = match config.cleaner.mode {
             CleanerMode::Binary => (
                 config.cleaner.image.as_str(),
-                hook::program_sidecar_argv(&self.identified(spec, config)),
+                hook::program_sidecar_argv(
+                    &self.identified(spec, config),
+                    self.node_agent.as_ref().map(|_| node_agent::SOCKET),
+                ),
             ),
             CleanerMode::Shell => (
                 config.sidecar.shell_image(),
@@ -63,7 +67,7 @@ impl SidecarPlan {
         if !self.env.is_empty() {
             container.insert("env".into(), Value::Array(self.env.clone()));
         }
-        container.insert("volumeMounts".into(), Value::Array(self.mounts.clone()));
+        container.insert("volumeMounts".into(), Value::Array(self.own_mounts()));
         if config
             .sidecar
             .resources
@@ -78,6 +82,30 @@ impl SidecarPlan {
 }
 
 impl SidecarPlan {
+    /// Gives the program sidecar the node agent's socket when `agent` is configured and no
+    /// mount the sidecar copies is in the way (see `inject::node_agent`). The shell sidecar
+    /// cannot ask it.
+    pub fn ask_node_agent(&mut self, agent: &NodeAgent, config: &Config) {
+        self.node_agent = (config.cleaner.mode == CleanerMode::Binary)
+            .then(|| agent.socket_for(&self.mounts))
+            .flatten()
+            .map(|_| agent.mount());
+    }
+
+    /// Whether the sidecar asks the node agent (so the pod needs its volume).
+    pub fn asks_node_agent(&self) -> bool {
+        self.node_agent.is_some()
+    }
+
+    /// The mounts the sidecar owns: the copies, then the node agent's.
+    fn own_mounts(&self) -> Vec<Value> {
+        self.mounts
+            .iter()
+            .chain(&self.node_agent)
+            .cloned()
+            .collect()
+    }
+
     /// The targets with the host identity the program checks at run time, read from the
     /// sidecar's own copies of the mounts (and of the env their `subPathExpr`s use).
     fn identified(&self, spec: &Value, config: &Config) -> Vec<hook::Target> {
@@ -118,9 +146,14 @@ pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|m| !copies.contains(&copy_of(m)))
+        .filter(|m| !copies.contains(&copy_of(m)) && !is_node_agent_mount(m))
         .cloned()
         .collect()
+}
+
+/// Whether a mount of our sidecar is the node agent's, which is ours to add or remove.
+fn is_node_agent_mount(mount: &Value) -> bool {
+    mount.field("mountPath").and_then(Value::as_str) == Some(node_agent::MOUNT_PATH)
 }
 
 /// The first of `prestop-cleanup`, `prestop-cleanup-2`, … that no container of the pod
@@ -189,10 +222,20 @@ pub fn apply(
             "env" => with_others(existing.field("env"), &plan.env, |e| {
                 e.field("name").cloned()
             }),
-            "volumeMounts" => with_others(existing.get(*key), &plan.mounts, |m| {
-                let path = m.field("mountPath").and_then(Value::as_str)?;
-                targets::normalize(path).map(Value::String)
-            }),
+            "volumeMounts" => {
+                // A node agent mount of an earlier pass that is no longer wanted goes.
+                let own = plan.own_mounts();
+                let kept: Option<Value> = existing.get(*key).and_then(Value::as_array).map(|all| {
+                    all.iter()
+                        .filter(|m| !is_node_agent_mount(m) || own.contains(m))
+                        .cloned()
+                        .collect()
+                });
+                with_others(kept.as_ref().or(existing.get(*key)), &own, |m| {
+                    let path = m.field("mountPath").and_then(Value::as_str)?;
+                    targets::normalize(path).map(Value::String)
+                })
+            }
             _ => wanted.remove(*key),
         };
         match value {

@@ -31,6 +31,9 @@ pub struct SidecarPlan {
     served: Vec<String>,
     /// Mounts others put into our existing sidecar (see [`SidecarPlan::around`]).
     foreign: Vec<Value>,
+    /// Our read-only mount of the node agent's directory, when the sidecar asks the agent
+    /// (`inject::node_agent`); set by [`SidecarPlan::ask_node_agent`].
+    pub(super) node_agent: Option<Value>,
 }
 
 /// A container's share of the sidecar, checked but not yet merged.

@@ -15,11 +15,13 @@ use crate::mutation::field::{At, Field};
 use crate::mutation::hook::existing::Existing;
 use crate::mutation::hook::{Action, Before, Hook};
 use crate::mutation::inject::delivery::Delivery;
+use crate::mutation::inject::node_agent::NodeAgent;
 use crate::mutation::inject::sidecar::{self, SidecarPlan};
 use crate::mutation::scope::gates::{self, storable};
 use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
 use crate::mutation::targets::{self, PathRefusal};
+use crate::mutation::warning::cited;
 use crate::mutation::{
     grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
 };
@@ -68,8 +70,11 @@ pub fn mutate(
     let mut served_by_sidecar = Vec::new();
     let mode = config.cleaner.mode;
     let delivery = Delivery::of(spec);
-    // Per app container: whether its hook runs the program, which must be mounted there.
+    let agent = NodeAgent::of(spec, config);
+    // Per app container: whether its hook runs the program, which must be mounted there,
+    // and whether that program asks the node agent, whose socket must be mounted too.
     let mut needs_program = Vec::new();
+    let mut needs_agent = Vec::new();
     if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
         for (container, plan) in containers.iter_mut().zip(plans) {
             let name = container
@@ -85,6 +90,7 @@ pub fn mutate(
                 &mut warnings,
             );
             let mut needs = false;
+            let mut asks_agent = false;
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
@@ -95,7 +101,9 @@ pub fn mutate(
                     if let Some(path) = conflict {
                         // The program could not be mounted, or would hide the user's mount.
                         warnings.push(format!(
-                            "container {name:?} not cleaned: it mounts {path}, where the cleaner program goes"
+                            "container {} not cleaned: it mounts {}, where the cleaner program goes",
+                            cited(format!("{name:?}")),
+                            cited(path)
                         ));
                         restore(container, hook.before);
                     } else {
@@ -105,9 +113,16 @@ pub fn mutate(
                             let paths = crate::mutation::hook::target_paths(paths);
                             sharing::warn_shared(container, &paths, why, &mut warnings);
                         }
-                        set_exec(container, hook.to_argv(mode));
+                        let socket = match mode {
+                            CleanerMode::Binary => {
+                                agent.socket_for(list(container, "volumeMounts"))
+                            }
+                            CleanerMode::Shell => None,
+                        };
+                        set_exec(container, hook.to_argv(mode, socket));
                         injected.push(name);
                         needs = mode == CleanerMode::Binary;
+                        asks_agent = socket.is_some();
                     }
                 }
                 Plan::Restore(before) => {
@@ -129,14 +144,18 @@ pub fn mutate(
                 }
             }
             needs_program.push(needs);
+            needs_agent.push(asks_agent);
         }
     }
     delivery.apply(spec, &needs_program, &config.cleaner.image);
+    sidecar.ask_node_agent(&agent, config);
     let wanted = (!sidecar.targets.is_empty()).then_some(&sidecar);
     let sidecar_name = sidecar::apply(spec, wanted, config, &mut warnings);
     if sidecar_name.is_none() {
         injected.retain(|name| !served_by_sidecar.contains(name));
     }
+    let sidecar_asks_agent = sidecar_name.is_some() && sidecar.asks_node_agent();
+    agent.apply(spec, &needs_agent, sidecar_asks_agent);
 
     let has_sidecar = sidecar_name.is_some();
     let grace = grace::raise(
@@ -186,10 +205,20 @@ pub(super) fn warn_about_unmounted_cleanup(
     });
     if let Some(path) = stale {
         warnings.push(format!(
-            "container {:?}: preStop deletes {path}, which is on no volume mount",
-            name_of(container)
+            "container {}: preStop deletes {}, which is on no volume mount",
+            cited(format!("{:?}", name_of(container))),
+            cited(path)
         ));
     }
+}
+
+/// The entries of `value[key]`; none when absent or not an array.
+fn list<'v>(value: &'v Value, key: &str) -> &'v [Value] {
+    value
+        .field(key)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
 }
 
 /// The object at `value[key]`, created when absent or null; `None` when it is something else.

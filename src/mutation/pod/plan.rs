@@ -34,7 +34,8 @@ pub(super) fn admit(
     match fallback {
         Ok((hook, shell_warnings)) => {
             warnings.push(format!(
-                "container {name:?}: no cleanup sidecar: {refusal}; using an exec preStop"
+                "container {quoted}: no cleanup sidecar: {refusal}; using an exec preStop",
+                quoted = cited(format!("{name:?}"))
             ));
             warnings.extend(shell_warnings);
             Plan::Exec(hook)
@@ -43,7 +44,8 @@ pub(super) fn admit(
             warnings.push(format!(
                 // The exec reason first: it names what the user can act on (another
                 // container, the restart policy); a long sidecar reason may be cut.
-                "container {name:?} not cleaned: {no_exec} (exec), {refusal} (sidecar)"
+                "container {quoted} not cleaned: {no_exec} (exec), {refusal} (sidecar)",
+                quoted = cited(format!("{name:?}"))
             ));
             restore.map_or(Plan::Leave, Plan::Restore)
         }
@@ -287,7 +289,8 @@ pub(super) fn plan_container(
         (Action::Custom(_), true, _) if exec_impossible.is_some() => {
             let reason = exec_impossible.unwrap_or_default();
             warnings.push(format!(
-                "container {name:?}: {reason}; the custom command is not injected"
+                "container {quoted}: {reason}; the custom command is not injected",
+                quoted = cited(format!("{name:?}"))
             ));
             return ours.map_or(Plan::Leave, Plan::Restore);
         }
@@ -298,7 +301,8 @@ pub(super) fn plan_container(
                 .unwrap_or("sidecar mode not available");
             if !only_shared {
                 warnings.push(format!(
-                    "container {name:?}: {reason}; cleanup skipped ({why})"
+                    "container {quoted}: {reason}; cleanup skipped ({why})",
+                    quoted = cited(format!("{name:?}"))
                 ));
             } else {
                 warnings.extend(shared_warnings(name, &shared, why));
@@ -308,7 +312,8 @@ pub(super) fn plan_container(
             return ours.map_or(Plan::Leave, Plan::Restore);
         }
         (Action::Custom(_), true, _) => warnings.push(format!(
-            "container {name:?}: a custom command runs as an exec preStop"
+            "container {quoted}: a custom command runs as an exec preStop",
+            quoted = cited(format!("{name:?}"))
         )),
         (_, true, false) if !shared.is_empty() => warnings.extend(shared_warnings(
             name,
@@ -316,8 +321,9 @@ pub(super) fn plan_container(
             unavailable.as_deref().unwrap_or_default(),
         )),
         (_, true, false) => warnings.push(format!(
-            "container {name:?}: {}; using an exec preStop",
-            unavailable.unwrap_or_default()
+            "container {quoted}: {}; using an exec preStop",
+            unavailable.unwrap_or_default(),
+            quoted = cited(format!("{name:?}"))
         )),
         _ => {}
     }
@@ -360,9 +366,14 @@ fn shared_warnings(name: &str, shared: &[(String, Vec<String>)], why: &str) -> V
     shared
         .iter()
         .map(|(path, others)| {
+            // Why no sidecar takes it is the detail: cited, so that it is shortened
+            // before the container's name, the path or the fix.
             format!(
-                "container {name:?}: {path} not cleaned: {} it; use separate subPaths ({why})",
-                also_mount(others)
+                "container {}: {} not cleaned: {} it; use separate subPaths ({})",
+                cited(format!("{name:?}")),
+                cited(path),
+                also_mount(others),
+                cited(why)
             )
         })
         .collect()

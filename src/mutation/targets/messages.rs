@@ -5,6 +5,7 @@
 
 use super::{AutoTargets, PathRefusal};
 use crate::mutation::scope::settings::{BadAnnotation, CLEANUP};
+use crate::mutation::warning::{self, cited};
 
 /// The denial for an explicit path: which path, in which container, why, and what is
 /// accepted.
@@ -53,24 +54,29 @@ pub(crate) fn explicit_refusal(
 pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String> {
     if let Some(bad) = &found.unreadable {
         return vec![fit(format!(
-            "container {container:?} not cleaned: mountPath {} cannot be normalized",
-            bad.mount_path
+            "container {} not cleaned: mountPath {} cannot be normalized",
+            cited(format!("{container:?}")),
+            cited(&bad.mount_path)
         ))];
     }
     found
         .skipped
         .iter()
         .map(|(target, refusal)| {
+            let name = cited(format!("{container:?}"));
             fit(match refusal {
                 PathRefusal::NotAllowed { host_path, .. } if refusal.is_unconfigured() => {
                     unconfigured(container, target, host_path)
                 }
                 PathRefusal::Nested(nested) => format!(
-                    "container {container:?}: {target} not cleaned: {nested} is mounted inside it"
+                    "container {name}: {} not cleaned: {} is mounted inside it",
+                    cited(target),
+                    cited(nested)
                 ),
                 other => format!(
-                    "container {container:?}: {target} not cleaned: it {}",
-                    other.reason()
+                    "container {name}: {} not cleaned: it {}",
+                    cited(target),
+                    other.reason_citing(&|value| cited(value))
                 ),
             })
         })
@@ -87,21 +93,19 @@ pub(crate) fn explicit_unconfigured(container: &str, path: &str, refusal: &PathR
     fit(unconfigured(container, path, host_path))
 }
 
-/// The key first, so that cutting long names at 120 characters never hides it.
+/// The key first, the reason whole; the names and paths are what [`fit`] shortens.
 fn unconfigured(container: &str, path: &str, host_path: &str) -> String {
     format!(
-        "no allowedHostPathPrefixes set, nothing is deleted: container {container:?} \
-         {path} (host path {host_path}) not cleaned"
+        "no allowedHostPathPrefixes set, nothing is deleted: container {} {} (host path {}) \
+         not cleaned",
+        cited(format!("{container:?}")),
+        cited(path),
+        cited(host_path)
     )
 }
 
-/// docs/DESIGN.md#responses: a warning is at most 120 characters; long names and paths are cut.
-fn fit(warning: String) -> String {
-    const MAX: usize = 120;
-    if warning.chars().count() <= MAX {
-        return warning;
-    }
-    let mut cut: String = warning.chars().take(MAX - 1).collect();
-    cut.push('…');
-    cut
+/// docs/DESIGN.md#responses: a warning is at most 120 characters; long names and paths are
+/// shortened in the middle, the reason never ([`warning::fit`]).
+fn fit(text: String) -> String {
+    warning::fit(&text, warning::MAX_WARNING_CHARS)
 }

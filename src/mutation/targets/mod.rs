@@ -38,8 +38,8 @@ pub use mounts::{
     BadMount, Mount, SubPath,
 };
 pub use protection::{
-    is_allowed, is_protected_host_path, prefix_refusal, protected_entry, PROTECTED_EXACT,
-    PROTECTED_TREES, REAPER_STATE_TREE,
+    is_allowed, is_protected_host_path, node_agent_directory_refusal, prefix_refusal,
+    protected_entry, PROTECTED_EXACT, PROTECTED_TREES, REAPER_STATE_TREE,
 };
 
 use crate::config::Config;
@@ -101,57 +101,84 @@ impl PathRefusal {
 
     /// The reason, as the end of a sentence starting with the path.
     pub fn reason(&self) -> String {
+        self.reason_citing(&|value| value.to_owned())
+    }
+
+    /// [`PathRefusal::reason`] with each name and path it cites passed through `cite`
+    /// (warnings mark them with [`crate::mutation::warning::cited`], so that only they are
+    /// shortened). The protected entry and the allowed prefixes are the rule itself and
+    /// are never cited.
+    pub(crate) fn reason_citing(&self, cite: &dyn Fn(&str) -> String) -> String {
         match self {
             PathRefusal::NotMounted => "is not at or below a writable volumeMount".to_owned(),
-            PathRefusal::ReadOnly(mount) => format!("is on the read-only mount {mount}"),
+            PathRefusal::ReadOnly(mount) => format!("is on the read-only mount {}", cite(mount)),
             PathRefusal::BadMountPath(raw) => {
-                format!("cannot be checked: the mountPath {raw} cannot be normalized")
+                format!(
+                    "cannot be checked: the mountPath {} cannot be normalized",
+                    cite(raw)
+                )
             }
-            PathRefusal::Duplicate(path) => format!("is on {path}, where two volumes are mounted"),
+            PathRefusal::Duplicate(path) => {
+                format!("is on {}, where two volumes are mounted", cite(path))
+            }
             PathRefusal::Nested(nested) => {
-                format!("has another volume mounted inside it at {nested}")
+                format!("has another volume mounted inside it at {}", cite(nested))
             }
-            PathRefusal::AmbiguousVolume(name) => {
-                format!("is on volume {name:?}, which spec.volumes declares more than once")
-            }
-            PathRefusal::BadSubPath { mount, sub_path } => {
-                format!("is on {mount}, whose subPath {sub_path} is absolute or has ..")
-            }
+            PathRefusal::AmbiguousVolume(name) => format!(
+                "is on volume {}, which spec.volumes declares more than once",
+                cite(&format!("{name:?}"))
+            ),
+            PathRefusal::BadSubPath { mount, sub_path } => format!(
+                "is on {}, whose subPath {} is absolute or has ..",
+                cite(mount),
+                cite(sub_path)
+            ),
             PathRefusal::Protected { host_path, entry } if host_path == entry => {
                 format!("is the protected host directory {entry}")
             }
             PathRefusal::Protected { host_path, entry } if is_at_or_below(host_path, entry) => {
-                format!("is host path {host_path}, inside the protected host directory {entry}")
-            }
-            PathRefusal::Protected { host_path, entry } => {
                 format!(
-                    "is host path {host_path}, which holds the protected host directory {entry}"
+                    "is host path {}, inside the protected host directory {entry}",
+                    cite(host_path)
                 )
             }
+            PathRefusal::Protected { host_path, entry } => format!(
+                "is host path {}, which holds the protected host directory {entry}",
+                cite(host_path)
+            ),
             PathRefusal::NotAllowed {
                 host_path,
                 prefixes,
-            } if prefixes.is_empty() => {
-                format!("is host path {host_path}: no allowedHostPathPrefixes are set, so nothing is cleaned")
-            }
+            } if prefixes.is_empty() => format!(
+                "is host path {}: no allowedHostPathPrefixes are set, so nothing is cleaned",
+                cite(host_path)
+            ),
             PathRefusal::NotAllowed {
                 host_path,
                 prefixes,
             } => format!(
-                "is host path {host_path}, outside allowedHostPathPrefixes ({})",
+                "is host path {}, outside allowedHostPathPrefixes ({})",
+                cite(host_path),
                 prefixes.join(", ")
             ),
-            PathRefusal::NotHostPath(volume) => {
-                format!("is on volume {volume:?}, which is not a hostPath")
-            }
-            PathRefusal::HiddenVolume { volume, source } => {
-                format!("may hold volume {volume:?} ({source}); name it in cleanup to clean it")
-            }
+            PathRefusal::NotHostPath(volume) => format!(
+                "is on volume {}, which is not a hostPath",
+                cite(&format!("{volume:?}"))
+            ),
+            PathRefusal::HiddenVolume { volume, source } => format!(
+                "may hold volume {} ({source}); name it in cleanup to clean it",
+                cite(&format!("{volume:?}"))
+            ),
             PathRefusal::HostOverlap {
                 host_path,
                 other,
                 volume,
-            } => format!("is host path {host_path}, and volume {volume:?} shows {other} inside it"),
+            } => format!(
+                "is host path {}, and volume {} shows {} inside it",
+                cite(host_path),
+                cite(&format!("{volume:?}")),
+                cite(other)
+            ),
         }
     }
 }

@@ -24,7 +24,10 @@ use crate::config::Config;
 /// under `/sysroot`), a PV's data (`/opt/local-path-provisioner/pvc-…`, `/mnt/disks/ssd0`
 /// on GKE, `/mnt/k8s-disks/0` on EKS, which also holds containerd and the kubelet when the
 /// instance store is used for them), a storage daemon's own state (`/var/lib/rook`), a
-/// package's variable data (`/var/opt/<package>`, FHS), or the reaper's state file.
+/// package's variable data (`/var/opt/<package>`, FHS), or the reaper's state file. Found in
+/// public manifests (issue 26): local-static-provisioner discovers its PVs under
+/// `/mnt/disks` and `/mnt/fast-disks`, csi-driver-host-path keeps every volume under
+/// `/var/lib/csi-hostpath-data`, and kind nodes keep their state under `/kind`.
 pub const PROTECTED_TREES: &[&str] = &[
     "/bin",
     "/boot",
@@ -65,6 +68,9 @@ pub const PROTECTED_TREES: &[&str] = &[
     "/sysroot",
     "/mnt/k8s-disks",
     "/mnt/disks",
+    "/mnt/fast-disks",
+    "/var/lib/csi-hostpath-data",
+    "/kind",
     "/var/lib/rook",
     "/opt/local-path-provisioner",
     "/var/opt",
@@ -153,6 +159,51 @@ pub fn prefix_refusal(prefix: &str) -> Option<String> {
     })
 }
 
+/// Why `directory`, the config's `nodeAgent.hostDirectory`, may not be the node agent's
+/// socket directory, as the end of a sentence starting with it; `None` when it may.
+///
+/// Every pod with our cleanup mounts it read-only, and a read-only mount still lets a
+/// process connect to any socket in it: so it must be a directory of its own. It must be
+/// absolute and normalized (what the DaemonSet mounts is exactly what the pods mount), and
+/// neither a protected directory (`/run` holds the container runtime's socket) nor one that
+/// holds a protected directory; inside one is fine (`/var/run/prestop-injector`: the
+/// cleanup never reaches it). And it never meets an `allowedHostPathPrefixes` entry, so
+/// it can be no cleanup target, and no target can hold it.
+pub fn node_agent_directory_refusal(directory: &str, config: &Config) -> Option<String> {
+    if normalize(directory).as_deref() != Some(directory) {
+        return Some("is not an absolute, normalized path (no .., no trailing /)".to_owned());
+    }
+    let configured: Vec<String> = config
+        .protected_host_paths
+        .iter()
+        .filter_map(|path| normalize(path))
+        .collect();
+    let protected = PROTECTED_TREES
+        .iter()
+        .chain(PROTECTED_EXACT)
+        .map(|entry| (*entry).to_owned())
+        .chain(configured)
+        .find(|entry| super::mounts::is_at_or_below(entry, directory));
+    if let Some(entry) = protected {
+        return Some(if entry == directory {
+            "is itself protected".to_owned()
+        } else {
+            format!("holds the protected host directory {entry}")
+        });
+    }
+    if is_lib_tree(directory) && directory.matches('/').count() == 1 {
+        return Some("is itself protected".to_owned());
+    }
+    config
+        .allowed_host_path_prefixes
+        .iter()
+        .filter_map(|prefix| normalize(prefix))
+        .find(|prefix| super::mounts::on_one_line(prefix, directory))
+        .map(|prefix| {
+            format!("meets the allowedHostPathPrefixes entry {prefix}, which the cleanup empties")
+        })
+}
+
 /// Whether `path` is a (normalized) host path that must never be cleaned.
 pub fn is_protected_host_path(path: &str, config: &Config) -> bool {
     normalize(path).is_none_or(|path| {
@@ -170,6 +221,51 @@ pub fn is_protected_host_path(path: &str, config: &Config) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_agent_directories() {
+        let config = Config {
+            allowed_host_path_prefixes: vec!["/mnt/scratch".into()],
+            protected_host_paths: vec!["/data/keep".into()],
+            ..Config::default()
+        };
+        for (directory, why) in [
+            ("/", "protected"),
+            ("/run", "itself protected"),
+            ("/var/run", "itself protected"),
+            ("/var", "holds the protected host directory /var/log"),
+            ("/var/lib/kubelet", "itself protected"),
+            ("/lib", "itself protected"),
+            ("/data", "holds the protected host directory /data/keep"),
+            (
+                "/mnt/scratch/agent",
+                "meets the allowedHostPathPrefixes entry /mnt/scratch",
+            ),
+            (
+                "/mnt/scratch",
+                "meets the allowedHostPathPrefixes entry /mnt/scratch",
+            ),
+            ("/var/run/prestop-injector/", "normalized"),
+            ("/var/run/../prestop", "normalized"),
+            ("var/run/prestop", "normalized"),
+        ] {
+            let refusal = node_agent_directory_refusal(directory, &config)
+                .unwrap_or_else(|| panic!("{directory}: accepted"));
+            assert!(refusal.contains(why), "{directory}: {refusal}");
+        }
+        for directory in [
+            "/var/run/prestop-injector",
+            "/run/prestop-injector",
+            "/var/lib/prestop-injector-agent",
+            "/opt/prestop",
+        ] {
+            assert_eq!(
+                node_agent_directory_refusal(directory, &config),
+                None,
+                "{directory}"
+            );
+        }
+    }
 
     #[test]
     fn protected_host_paths() {

@@ -24,6 +24,7 @@ use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings};
 use crate::mutation::targets::{self, HostPath, Open};
+use crate::mutation::warning::cited;
 use serde_json::Value;
 
 /// What [`shared_by`] says of a StatefulSet, whose pods come back under the same names.
@@ -87,8 +88,10 @@ pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut
             targets::mount_of(&mounts, path).is_some_and(|m| is_private(container, m.raw));
         if !private {
             warnings.push(format!(
-                "container {name:?}: {path} not cleaned: its host directory may be shared; \
-                 use subPathExpr $(POD_UID) or annotate cleanup"
+                "container {}: {} not cleaned: host directory may be shared; \
+                 use subPathExpr $(POD_UID) or annotate cleanup",
+                cited(format!("{name:?}")),
+                cited(path)
             ));
         }
         private
@@ -122,7 +125,9 @@ pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mu
     for path in paths {
         if !targets::mount_of(&mounts, path).is_some_and(|m| per_pod(container, m.raw)) {
             warnings.push(format!(
-                "container {name:?}: {path} may be shared by pods of {why}; use subPathExpr: {fix}"
+                "container {}: {} may be shared by pods of {why}; use subPathExpr: {fix}",
+                cited(format!("{name:?}")),
+                cited(path)
             ));
         }
     }

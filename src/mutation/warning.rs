@@ -1,0 +1,155 @@
+//! Warnings as the user reads them: at most [`MAX_WARNING_CHARS`] characters each, and when
+//! that is too few the names and paths a warning cites are shortened, never its reason.
+//!
+//! Why a limit: the API server truncates a webhook's warning past 256 characters, and the
+//! Kubernetes documentation asks webhooks to keep them to 120, since kubectl prints each on
+//! one line (docs/DESIGN.md#responses). Cutting the end, as earlier releases did, dropped
+//! the part that matters (`…inside the protected host directory /va…`, issue 26).
+//!
+//! Contract:
+//! - A warning's author wraps every name or path it cites in [`cited`]; the rest of the
+//!   text is the reason.
+//! - [`fit`] removes the marks. When the warning is too long it cuts the longest
+//!   citations first (one cap for all: a short path such as `/data` stays whole while a
+//!   long one is cut), keeping their start and end with `…` in the middle
+//!   (`/mnt/scr…/job-7/out`), down to [`MIN_CITATION`] characters each. Only when even
+//!   that is not enough (a reason near the limit, or dozens of citations) is the end cut.
+//! - The marks are private-use characters; any in a cited value (which is untrusted) are
+//!   replaced first, so a value can neither end its own citation nor start another.
+
+/// Starts a citation inside a warning under construction.
+const OPEN: char = '\u{E000}';
+/// Ends a citation.
+const CLOSE: char = '\u{E001}';
+
+/// Warnings longer than this are shortened: the API server and kubectl show them on one line.
+pub const MAX_WARNING_CHARS: usize = 120;
+
+/// A cited name or path is never cut below this many characters: one at each end around
+/// `…`. A reason of 100 characters still leaves room for three citations of six or more.
+pub const MIN_CITATION: usize = 3;
+
+/// `value` (a name or path the warning cites) marked so that [`fit`] may shorten it.
+pub(crate) fn cited(value: impl std::fmt::Display) -> String {
+    let text = value.to_string().replace([OPEN, CLOSE], "\u{FFFD}");
+    format!("{OPEN}{text}{CLOSE}")
+}
+
+/// One piece of a warning: its characters, and whether it is a citation.
+struct Piece {
+    text: Vec<char>,
+    cited: bool,
+}
+
+fn pieces(warning: &str) -> Vec<Piece> {
+    let mut pieces = vec![Piece {
+        text: Vec::new(),
+        cited: false,
+    }];
+    for c in warning.chars() {
+        match c {
+            OPEN | CLOSE => pieces.push(Piece {
+                text: Vec::new(),
+                cited: c == OPEN,
+            }),
+            c => pieces.last_mut().into_iter().for_each(|p| p.text.push(c)),
+        }
+    }
+    pieces
+}
+
+/// `warning` without its marks, in at most `max` characters (see the module contract).
+pub(crate) fn fit(warning: &str, max: usize) -> String {
+    let mut pieces = pieces(warning);
+    let length = |pieces: &[Piece], cap: usize| -> usize {
+        pieces
+            .iter()
+            .map(|p| match p.cited {
+                true => p.text.len().min(cap),
+                false => p.text.len(),
+            })
+            .sum()
+    };
+    let longest = pieces
+        .iter()
+        .filter(|p| p.cited)
+        .map(|p| p.text.len())
+        .max()
+        .unwrap_or(0);
+    // The largest cap on every citation that fits; at least the floor.
+    let cap = (MIN_CITATION..=longest.max(MIN_CITATION))
+        .rev()
+        .find(|&cap| length(&pieces, cap) <= max)
+        .unwrap_or(MIN_CITATION);
+    for piece in pieces.iter_mut().filter(|p| p.cited) {
+        piece.text = cut_middle(&piece.text, cap);
+    }
+    let joined: String = pieces.iter().flat_map(|p| p.text.iter()).collect();
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut short: String = joined.chars().take(max.saturating_sub(1)).collect();
+    short.push('…');
+    short
+}
+
+/// `text` in at most `cap` characters: its start and its end (one more character of the
+/// end, where the leaf of a path is) around `…`.
+fn cut_middle(text: &[char], cap: usize) -> Vec<char> {
+    if text.len() <= cap {
+        return text.to_vec();
+    }
+    let kept = cap.saturating_sub(1);
+    let head = kept / 2;
+    let tail = kept - head;
+    let mut short = text[..head].to_vec();
+    short.push('…');
+    short.extend_from_slice(&text[text.len() - tail..]);
+    short
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_warnings_only_lose_their_marks() {
+        let warning = format!(
+            "container {}: {} not cleaned",
+            cited("\"app\""),
+            cited("/x")
+        );
+        assert_eq!(fit(&warning, 120), "container \"app\": /x not cleaned");
+    }
+
+    #[test]
+    fn the_longest_citation_is_cut_first_in_the_middle() {
+        let long = format!("/mnt/scratch/{}/out", "a".repeat(200));
+        let warning = format!("{} is in {}: keep", cited(&long), cited("/var/lib/kubelet"));
+        let short = fit(&warning, 60);
+        assert_eq!(short.chars().count(), 60, "{short}");
+        assert!(short.starts_with("/mnt/scr"), "{short}");
+        assert!(
+            short.ends_with("aaa/out is in /var/lib/kubelet: keep"),
+            "{short}"
+        );
+    }
+
+    #[test]
+    fn a_value_cannot_forge_marks() {
+        let forged = format!("x{CLOSE} reason that is long enough to be cut {OPEN}y");
+        let warning = format!("{}: kept reason", cited(forged));
+        let short = fit(&warning, 20);
+        assert!(short.ends_with(": kept reason"), "{short}");
+        assert!(!short.contains([OPEN, CLOSE]), "{short}");
+    }
+
+    #[test]
+    fn the_end_is_cut_only_as_a_last_resort() {
+        let warning = format!("{} {}", cited("a".repeat(50)), "reason ".repeat(30));
+        let short = fit(&warning, 120);
+        assert_eq!(short.chars().count(), 120);
+        assert!(short.starts_with("a…a reason"), "{short}");
+        assert!(short.ends_with('…'));
+    }
+}
