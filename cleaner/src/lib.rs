@@ -22,6 +22,7 @@
 pub mod argv;
 mod expand;
 pub mod identity;
+mod jobs;
 pub mod mountinfo;
 mod report;
 mod target;
@@ -32,6 +33,7 @@ use std::time::Instant;
 
 use rustix::fs::{fstatvfs, StatVfsMountFlags};
 
+pub use jobs::{default_jobs, jobs_from_env, JOBS_ENV, MAX_JOBS};
 pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
 pub use target::check_target;
 pub use walk::WINDOW;
@@ -50,7 +52,13 @@ pub const MAX_PASSES: u32 = 3;
 /// touched; survivors (mount points, permission denied, a read-only filesystem, …) make
 /// it [`Outcome::Incomplete`] and are named in [`Report::survivors`].
 pub fn empty_directory(path: &str) -> Report {
-    clean(path, None)
+    empty_directory_jobs(path, default_jobs())
+}
+
+/// [`empty_directory`] with `jobs` workers (1: one thread, the walk as it always was;
+/// fewer than asked when the descriptor limit cannot hold that many).
+pub fn empty_directory_jobs(path: &str, jobs: usize) -> Report {
+    clean(path, None, jobs)
 }
 
 /// Empties `target.path` after checking its identity on the node (docs/DESIGN.md#targets; see
@@ -61,12 +69,17 @@ pub fn empty_directory(path: &str) -> Report {
 /// directories inside it that are other mounts' roots survive ([`Reason::OtherMount`]).
 /// `$(VAR)` in `--host` is expanded from this process's environment.
 pub fn clean_target(target: &argv::Target) -> Report {
-    clean(&target.path, Some((target, &expand::from_env)))
+    clean_target_jobs(target, default_jobs())
+}
+
+/// [`clean_target`] with `jobs` workers, as [`empty_directory_jobs`].
+pub fn clean_target_jobs(target: &argv::Target, jobs: usize) -> Report {
+    clean(&target.path, Some((target, &expand::from_env)), jobs)
 }
 
 type Expected<'t> = (&'t argv::Target, &'t dyn Fn(&str) -> Option<String>);
 
-fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
+fn clean(path: &str, expected: Option<Expected<'_>>, jobs: usize) -> Report {
     let start = Instant::now();
     let mut report = Report {
         target: path.to_owned(),
@@ -115,14 +128,16 @@ fn clean(path: &str, expected: Option<Expected<'_>>) -> Report {
             }
         },
     };
-    walk_opened(path, root.as_fd(), &other_mounts, report, start)
+    walk_opened(path, root.as_fd(), &other_mounts, jobs, report, start)
 }
 
-/// Empties the opened target `root`, never entering a directory in `other_mounts`.
+/// Empties the opened target `root`, never entering a directory in `other_mounts`, with
+/// up to `jobs` workers.
 fn walk_opened(
     path: &str,
     root: BorrowedFd<'_>,
     other_mounts: &identity::OtherMounts,
+    jobs: usize,
     mut report: Report,
     start: Instant,
 ) -> Report {
@@ -143,10 +158,16 @@ fn walk_opened(
         }
         return finish(report);
     }
+    let (workers, slots) = jobs::plan(jobs, jobs::free_descriptors());
     for pass in 1..=MAX_PASSES {
-        let mut walk = walk::Walk::new(path, root);
-        walk.other_mounts = other_mounts.clone();
-        walk.run();
+        let walk = if workers == 1 {
+            let mut walk = walk::Walk::new(path, root);
+            walk.other_mounts = other_mounts;
+            walk.run();
+            walk::pool::Tally::from(walk)
+        } else {
+            walk::pool::run(path, root, other_mounts, workers, slots)
+        };
         report.passes = pass;
         report.removed += walk.removed;
         report.bytes += walk.bytes;

@@ -2,6 +2,9 @@
 //! program. The command line is [`prestop_clean::argv`]; the cleaning is
 //! [`prestop_clean::clean_target`], which checks each target's identity on the node first.
 //!
+//! The walk uses as many workers as the CPUs the container may use, or
+//! `PRESTOP_CLEAN_JOBS` (1 to 256; 1 is the sequential walk).
+//!
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
 //! non-zero, else 1 when anything survived or a target was skipped (a target without
 //! `--host`, or whose mount is not the expected host directory, is skipped), else 0; `sidecar`
@@ -16,7 +19,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use prestop_clean::argv::{Before, HookArgs, SidecarArgs, Target, HOOK, INSTALL, SIDECAR};
-use prestop_clean::{check_target, clean_target, escape};
+use prestop_clean::{check_target, clean_target, escape, jobs_from_env};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -38,6 +41,12 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(args: &[String]) -> u8 {
+    if matches!(args.first().map(String::as_str), Some(HOOK | SIDECAR)) {
+        // The workers of the walk (PRESTOP_CLEAN_JOBS): a bad value runs nothing.
+        if let Err(why) = jobs_from_env() {
+            return usage(&format!("{why}; nothing was run"));
+        }
+    }
     match args.first().map(String::as_str) {
         Some(HOOK) => match HookArgs::parse(args) {
             Ok(hook_args) => checked(&hook_args.targets).unwrap_or_else(|| hook(&hook_args)),
