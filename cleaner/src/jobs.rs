@@ -20,14 +20,27 @@ const FDS_PER_WORKER: u64 = WINDOW as u64 + 2;
 /// to keep every worker busy, few enough to stay small.
 const SLOTS_PER_WORKER: u64 = 16;
 
-/// The default number of workers: the CPUs this process may run on, which
-/// [`std::thread::available_parallelism`] reads from `sched_getaffinity` and the cgroup's
-/// CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`), rounded down,
-/// at least 1; `PRESTOP_CLEAN_JOBS` when it is set.
+/// Workers per CPU by default. A removal on a disk waits for its inode to be read most
+/// of the time (caches cold, a network block device: ~2.5 ms each here), and a waiting
+/// worker spends no CPU: on this machine's ext4, 100,000 files took 78 s with 2 workers,
+/// 33 s with 4, 15 s with 8, 8.6 s with 16 and 10 s with 32 (2 CPUs). On tmpfs, 16 workers
+/// cost the same CPU time as 2.
+pub const WORKERS_PER_CPU: usize = 8;
+/// The default's ceiling, far above what one directory tree keeps busy.
+pub const MAX_DEFAULT_JOBS: usize = 64;
+
+/// The default number of workers: `PRESTOP_CLEAN_JOBS` when it is set, otherwise
+/// [`WORKERS_PER_CPU`] per CPU this process may use — which
+/// [`std::thread::available_parallelism`] reads from `sched_getaffinity` and the
+/// cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`),
+/// rounded down, at least 1 —, at most [`MAX_DEFAULT_JOBS`].
 pub fn default_jobs() -> usize {
     match jobs_from_env() {
         Ok(Some(jobs)) => jobs,
-        _ => std::thread::available_parallelism().map_or(1, usize::from),
+        _ => {
+            let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+            cpus.saturating_mul(WORKERS_PER_CPU).min(MAX_DEFAULT_JOBS)
+        }
     }
 }
 
