@@ -33,7 +33,9 @@ use std::time::Instant;
 
 use rustix::fs::{fstatvfs, StatVfsMountFlags};
 
-pub use jobs::{default_jobs, jobs_from_env, JOBS_ENV, MAX_JOBS};
+pub use jobs::{
+    default_jobs, jobs_from_env, JOBS_ENV, MAX_DEFAULT_JOBS, MAX_JOBS, WORKERS_PER_CPU,
+};
 pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
 pub use target::check_target;
 pub use walk::WINDOW;

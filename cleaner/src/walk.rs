@@ -28,6 +28,10 @@
 //!   is left for the next pass.
 //! - `ENOENT` anywhere means another process removed the entry first: fine. `EINTR` is
 //!   retried. A read-only filesystem stops the walk at the first `EROFS`.
+//! - Concurrent (`pool.rs`): several workers each run this walk on one directory; the
+//!   directories it opens and checks directly below its root may be handed to the others
+//!   ([`Walk::hand_off`]) instead of being walked here. Nothing else changes: a handed
+//!   directory is removed through its parent's descriptor, after its contents.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
