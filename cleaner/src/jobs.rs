@@ -16,9 +16,14 @@ const RESERVED_FDS: u64 = 12;
 /// Descriptors one worker may hold: its window, the stream of the directory it was
 /// handed, and the one being opened.
 const FDS_PER_WORKER: u64 = WINDOW as u64 + 2;
-/// Directories waiting in the shared queue (or for their children) per worker: enough
-/// to keep every worker busy, few enough to stay small.
+/// Directories waiting in the shared queue (or for their children) per worker, at
+/// least: enough to keep every worker busy.
 const SLOTS_PER_WORKER: u64 = 16;
+/// Slots at most, when the descriptor limit allows more. A handed-over directory keeps
+/// its slot until its children are removed, so a chain of nested directories holds one
+/// per level: past the last slot, one worker walks the rest of the chain alone. Each
+/// costs a descriptor and ~100 bytes.
+const MAX_SLOTS: u64 = 4096;
 
 /// Workers per CPU by default. A removal on a disk waits for its inode to be read most
 /// of the time (caches cold, a network block device: ~2.5 ms each here), and a waiting
@@ -72,7 +77,8 @@ pub(crate) fn plan(jobs: usize, free: u64) -> (usize, usize) {
     if workers == 1 {
         return (1, 0);
     }
-    (workers as usize, (workers * SLOTS_PER_WORKER) as usize)
+    let slots = (usable - workers * FDS_PER_WORKER).min(MAX_SLOTS);
+    (workers as usize, slots as usize)
 }
 
 /// Descriptors this process may still open: `RLIMIT_NOFILE` less those open now
@@ -91,16 +97,19 @@ mod tests {
 
     #[test]
     fn workers_fit_in_the_descriptor_limit() {
-        // Plenty: as asked, 16 slots each.
-        assert_eq!(plan(8, 1 << 20), (8, 128));
+        // Plenty: as asked, the most slots.
+        assert_eq!(plan(8, 1 << 20), (8, MAX_SLOTS as usize));
         assert_eq!(plan(1, 1 << 20), (1, 0));
         assert_eq!(plan(0, 1 << 20), (1, 0));
-        assert_eq!(plan(10_000, 1 << 20), (MAX_JOBS, MAX_JOBS * 16));
+        assert_eq!(plan(10_000, 1 << 20), (MAX_JOBS, MAX_SLOTS as usize));
+        // The usual 1,024: 16 workers and what is left of the descriptors as slots.
+        assert_eq!(plan(16, 1_010), (16, 1_010 - 12 - 16 * 34));
         // `ulimit -n 16`: the sequential walk.
         assert_eq!(plan(8, 12), (1, 0));
         // `ulimit -n 128`: as many as fit, each within its window.
         let (workers, slots) = plan(8, 120);
         assert_eq!(workers, 2);
+        assert!(slots >= 2 * SLOTS_PER_WORKER as usize);
         assert!(workers as u64 * FDS_PER_WORKER + slots as u64 + RESERVED_FDS <= 120);
     }
 

@@ -264,9 +264,11 @@ fn many_workers_under_a_limit_of_sixteen_descriptors() {
     sandbox.assert_canary();
 }
 
-/// 2,500 levels (past PATH_MAX, past the window, past every queue slot) with a file at
-/// each, and beside it a directory of 100,000 entries, at eight workers: all gone, the
-/// counts exact, the same as one worker reports on the same tree.
+/// 2,500 levels (past PATH_MAX, past the window) with a file at each, and beside it a
+/// directory of 100,000 entries, at eight workers: all gone, the counts exact, the same
+/// as one worker reports on the same tree. Also under `ulimit -n 200`, where three
+/// workers fit with 76 queue slots, so that past the 76th level the rest of the chain is
+/// walked in place by one worker.
 #[test]
 fn a_deep_and_a_wide_tree_at_full_concurrency_with_exact_counts() {
     let sandbox = Sandbox::on_tmpfs();
@@ -282,10 +284,24 @@ fn a_deep_and_a_wide_tree_at_full_concurrency_with_exact_counts() {
         }
     };
     let mut lines = Vec::new();
-    for jobs in [JOBS, "1"] {
+    for (jobs, limit) in [(JOBS, None), (JOBS, Some(200)), ("1", None)] {
         make(&sandbox);
         let started = Instant::now();
-        let output = clean_with_jobs(&sandbox.target, jobs);
+        let output = match limit {
+            None => clean_with_jobs(&sandbox.target, jobs),
+            Some(limit) => Command::new("sh")
+                .args([
+                    "-c",
+                    "ulimit -n \"$2\" && exec \"$0\" hook --target \"$1\" --host \"$1\" \
+                     --whole-filesystem",
+                ])
+                .arg(BIN)
+                .arg(&sandbox.target)
+                .arg(limit.to_string())
+                .env("PRESTOP_CLEAN_JOBS", jobs)
+                .output()
+                .expect("run"),
+        };
         let err = stderr(&output);
         assert_eq!(output.status.code(), Some(0), "{err}");
         // deep + 2,500 levels + 2,500 files; wide + 100,000 names of 2 bytes.
@@ -295,7 +311,10 @@ fn a_deep_and_a_wide_tree_at_full_concurrency_with_exact_counts() {
         );
         sandbox.assert_emptied();
         sandbox.assert_canary();
-        lines.push(format!("{jobs} workers in {:.2?}", started.elapsed()));
+        lines.push(format!(
+            "{jobs} workers (descriptors: {limit:?}) in {:.2?}",
+            started.elapsed()
+        ));
     }
     eprintln!("{}", lines.join(", "));
 }

@@ -206,15 +206,26 @@ pub(crate) fn run(
 fn worker(shared: &Shared<'_>) -> Tally {
     let mut tally = Tally::default();
     while let Some(node) = next_node(shared) {
+        let _done = Done(shared);
         walk_node(shared, &node, &mut tally);
         finish(shared, node, &mut tally);
-        let mut queue = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        queue.busy -= 1;
-        if queue.busy == 0 {
-            shared.wake.notify_all();
-        }
     }
     tally
+}
+
+/// Marks a node taken by a worker as done when the worker is through with it — even by
+/// a panic (a bug; the reaper's build unwinds), so that the other workers are not left
+/// waiting for it forever.
+struct Done<'s, 'a>(&'s Shared<'a>);
+
+impl Drop for Done<'_, '_> {
+    fn drop(&mut self) {
+        let mut queue = self.0.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.busy -= 1;
+        if queue.busy == 0 {
+            self.0.wake.notify_all();
+        }
+    }
 }
 
 fn next_node(shared: &Shared<'_>) -> Option<Arc<Node>> {
