@@ -440,3 +440,47 @@ fn a_walk_killed_half_way_is_finished_by_a_second_run() {
         report.summary()
     );
 }
+
+/// A container whose pids limit leaves no room for threads (cgroup `pids.max` = 1: the
+/// program itself): the workers that cannot be made are workers less, and the one left
+/// empties the tree.
+#[test]
+fn workers_that_cannot_be_started_are_not_a_failure() {
+    let base = ["/sys/fs/cgroup/pids", "/sys/fs/cgroup"]
+        .into_iter()
+        .map(Path::new)
+        .find(|base| base.join("cgroup.procs").is_file() && support::is_root());
+    let Some(base) = base else {
+        support::skip("no writable pids cgroup");
+        return;
+    };
+    let group = base.join(format!("prestop-clean-test-{}", std::process::id()));
+    if fs::create_dir(&group).is_err() || fs::write(group.join("pids.max"), "1").is_err() {
+        let _ = fs::remove_dir(&group);
+        support::skip("cannot make a pids cgroup with pids.max here");
+        return;
+    }
+    let sandbox = Sandbox::on_tmpfs();
+    for w in 0..10 {
+        fill(&sandbox.target.join(format!("w{w}/x")), 20);
+    }
+    let output = Command::new("sh")
+        .args([
+            "-c",
+            "echo $$ > \"$2/cgroup.procs\" && exec \"$0\" hook --target \"$1\" --host \"$1\" \
+             --whole-filesystem",
+        ])
+        .arg(BIN)
+        .arg(&sandbox.target)
+        .arg(&group)
+        .env("PRESTOP_CLEAN_JOBS", JOBS)
+        .output()
+        .expect("run");
+    let _ = fs::remove_dir(&group);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    // 10 × (w, x, 20 files, sub, sub/f0).
+    assert!(err.contains(": 240 entries,"), "{err}");
+    sandbox.assert_emptied();
+    sandbox.assert_canary();
+}

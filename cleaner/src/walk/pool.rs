@@ -185,7 +185,15 @@ pub(crate) fn run(
         halt: AtomicBool::new(false),
     };
     std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..jobs).map(|_| scope.spawn(|| worker(&shared))).collect();
+        // A thread that cannot be made (a pids limit on the container) is a worker less,
+        // never a failure: the walk needs only this one.
+        let helpers: Vec<_> = (1..jobs)
+            .map_while(|_| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, || worker(&shared))
+                    .ok()
+            })
+            .collect();
         tally.add(worker(&shared));
         for helper in helpers {
             match helper.join() {
