@@ -4,9 +4,11 @@
 #   rm          GNU rm -rf
 #   rmz         rmz (crates.io, parallel), installed with `cargo install --locked` into
 #               $BENCH_CACHE/rmz-$RMZ_VERSION, outside the clone, reused when present
-#   prestop     our release prestop-clean, as a hook runs it: `hook --target T --host T`
-#               in a private mount namespace where T is bind-mounted onto itself, so the
-#               identity check (mountinfo, statx) runs as in a pod
+#   prestop     our release prestop-clean, as a hook runs it, identity check included:
+#               on the disk `hook --target T --host T` in a private mount namespace where
+#               T is bind-mounted onto itself (its mount's root is its whole host path);
+#               on tmpfs the bench's tmpfs, which holds only the tree, is the target as a
+#               whole filesystem (`--whole-filesystem`, like an emptyDir in memory)
 # Trees (1-byte files, a tenth of them dot-files): tree = directories of 1,000 files;
 # flat = every file in one directory; deep = a chain of directories with 100 files each
 # (1,000 levels for 100k files). Before each run the page cache is dropped
@@ -116,15 +118,25 @@ run_one() {
     rm) /usr/bin/time -o "$out" -f "%e %M" rm -rf "$tree" ;;
     rmz) /usr/bin/time -o "$out" -f "%e %M" "$RMZ" --force "$tree" ;;
     prestop)
-      # The identity check as in a pod: the target is a bind mount whose root is its own
-      # host path. Timed: the program alone (the bind mount is made before).
+      # The identity check as in a pod. On the disk: the target is a bind mount whose
+      # root is its own whole host path (the root filesystem is mounted at /). On tmpfs:
+      # the bench's tmpfs holds nothing but the tree, and is the target as a whole
+      # filesystem (--whole-filesystem, as an emptyDir of medium Memory), so the tree
+      # directory itself is one more entry removed. Timed: the program alone.
+      if [ "$tree" = "$WORK/tmpfs/tree" ]; then
+        set -- "$WORK/tmpfs" --whole-filesystem
+      else
+        set -- "$tree"
+      fi
       unshare -m --propagation private sh -c '
-        mount --bind "$1" "$1" && exec /usr/bin/time -o "$2" -f "%e %M" "$3" hook --target "$1" --host "$1"
-      ' sh "$tree" "$out" "$PRESTOP_CLEAN" >"$WORK/prestop.err" 2>&1 || {
+        t=$1 out=$2 bin=$3; shift 3
+        [ "$#" = 0 ] || [ "$1" != --whole-filesystem ] && mount --bind "$t" "$t"
+        exec /usr/bin/time -o "$out" -f "%e %M" "$bin" hook --target "$t" --host "$t" "$@"
+      ' sh "$1" "$out" "$PRESTOP_CLEAN" "${@:2}" >"$WORK/prestop.err" 2>&1 || {
         cat "$WORK/prestop.err" >&2
         exit 1
       }
-      rmdir "$tree" ;;
+      [ "$1" != "$tree" ] || rmdir "$tree" ;;
   esac
   if [ -e "$tree" ]; then
     echo "$who left $tree behind" >&2
