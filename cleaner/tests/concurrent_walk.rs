@@ -484,3 +484,30 @@ fn workers_that_cannot_be_started_are_not_a_failure() {
     sandbox.assert_emptied();
     sandbox.assert_canary();
 }
+
+/// A `PRESTOP_CLEAN_JOBS` that is not a number of workers from 1 to 256 is a usage
+/// error: exit 2, one sentence, and nothing runs — neither the handler nor the cleanup.
+#[test]
+fn a_bad_number_of_workers_runs_nothing() {
+    let sandbox = Sandbox::new();
+    fill(&sandbox.target.join("w"), 3);
+    let marker = sandbox.path("handler-ran");
+    for bad in ["0", "257", "lots", "-1", ""] {
+        let output = Command::new(BIN)
+            .args(["hook", "--target"])
+            .arg(&sandbox.target)
+            .args(support::on_whole_filesystem(&sandbox.target))
+            .args(["--", "touch"])
+            .arg(&marker)
+            .env("PRESTOP_CLEAN_JOBS", bad)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains("PRESTOP_CLEAN_JOBS="), "{bad:?}: {err}");
+        assert!(err.contains("nothing was run"), "{bad:?}: {err}");
+        assert!(!marker.exists(), "{bad:?}: the handler ran");
+        assert!(sandbox.target.join("w/f0").is_file(), "{bad:?}: cleaned");
+    }
+}
