@@ -26,6 +26,7 @@ pub mod argv;
 pub mod as_user;
 mod expand;
 pub mod identity;
+mod jobs;
 pub mod mountinfo;
 mod report;
 mod target;
@@ -37,6 +38,9 @@ use std::time::Instant;
 
 use rustix::fs::{fstatvfs, StatVfsMountFlags};
 
+pub use jobs::{
+    default_jobs, jobs_from_env, JOBS_ENV, MAX_DEFAULT_JOBS, MAX_JOBS, WORKERS_PER_CPU,
+};
 pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
 pub use target::check_target;
 pub use walk::WINDOW;
@@ -55,14 +59,24 @@ pub const MAX_PASSES: u32 = 3;
 /// touched; survivors (mount points, permission denied, a read-only filesystem, …) make
 /// it [`Outcome::Incomplete`] and are named in [`Report::survivors`].
 pub fn empty_directory(path: &str) -> Report {
-    clean(path, None, &mut |_, _| {})
+    empty_directory_jobs(path, default_jobs())
 }
 
-/// [`empty_directory`], telling `progress` the entries removed and bytes freed so far
-/// every few thousand entries (`prestop-clean empty` writes them for the node reaper,
-/// which may kill the walk halfway).
-pub fn empty_directory_with_progress(path: &str, progress: &mut dyn FnMut(u64, u64)) -> Report {
-    clean(path, None, progress)
+/// [`empty_directory`] with `jobs` workers (1: one thread, the walk as it always was;
+/// fewer than asked when the descriptor limit cannot hold that many).
+pub fn empty_directory_jobs(path: &str, jobs: usize) -> Report {
+    clean(path, None, jobs, &|_, _| {})
+}
+
+/// [`empty_directory_jobs`], telling `progress` the entries removed and bytes freed so
+/// far, from whichever worker removed the latest few hundred (`prestop-clean empty`
+/// writes them for the node reaper, which may kill the walk halfway).
+pub fn empty_directory_with_progress(
+    path: &str,
+    jobs: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Report {
+    clean(path, None, jobs, progress)
 }
 
 /// Empties `target.path` after checking its identity on the node (docs/DESIGN.md#targets; see
@@ -74,10 +88,16 @@ pub fn empty_directory_with_progress(path: &str, progress: &mut dyn FnMut(u64, u
 /// `$(VAR)` in `--host` is expanded from this process's environment. With `node_agent`
 /// (`--node-agent SOCKET`), the node agent's word decides the identity ([`agent`]).
 pub fn clean_target(target: &argv::Target, node_agent: Option<&str>) -> Report {
+    clean_target_jobs(target, node_agent, default_jobs())
+}
+
+/// [`clean_target`] with `jobs` workers, as [`empty_directory_jobs`].
+pub fn clean_target_jobs(target: &argv::Target, node_agent: Option<&str>, jobs: usize) -> Report {
     clean(
         &target.path,
         Some((target, &expand::from_env, node_agent)),
-        &mut |_, _| {},
+        jobs,
+        &|_, _| {},
     )
 }
 
@@ -87,7 +107,12 @@ type Expected<'t> = (
     Option<&'t str>,
 );
 
-fn clean(path: &str, expected: Option<Expected<'_>>, progress: &mut dyn FnMut(u64, u64)) -> Report {
+fn clean(
+    path: &str,
+    expected: Option<Expected<'_>>,
+    jobs: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Report {
     let start = Instant::now();
     let mut report = Report {
         target: path.to_owned(),
@@ -138,17 +163,27 @@ fn clean(path: &str, expected: Option<Expected<'_>>, progress: &mut dyn FnMut(u6
             }
         }
     };
-    walk_opened(path, root.as_fd(), &other_mounts, report, start, progress)
+    walk_opened(
+        path,
+        root.as_fd(),
+        &other_mounts,
+        jobs,
+        report,
+        start,
+        progress,
+    )
 }
 
-/// Empties the opened target `root`, never entering a directory in `other_mounts`.
+/// Empties the opened target `root`, never entering a directory in `other_mounts`, with
+/// up to `jobs` workers.
 fn walk_opened(
     path: &str,
     root: BorrowedFd<'_>,
     other_mounts: &identity::OtherMounts,
+    jobs: usize,
     mut report: Report,
     start: Instant,
-    progress: &mut dyn FnMut(u64, u64),
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Report {
     let finish = |mut report: Report| {
         report.elapsed = start.elapsed();
@@ -167,13 +202,21 @@ fn walk_opened(
         }
         return finish(report);
     }
+    let (workers, slots) = jobs::plan(jobs, jobs::free_descriptors());
     for pass in 1..=MAX_PASSES {
+        // Progress counts from the passes before this one, too.
         let (removed, bytes) = (report.removed, report.bytes);
-        let mut so_far = |r: u64, b: u64| progress(removed + r, bytes + b);
-        let mut walk = walk::Walk::new(path, root);
-        walk.other_mounts = other_mounts.clone();
-        walk.progress = Some(&mut so_far);
-        walk.run();
+        let so_far = |r: u64, b: u64| progress(removed + r, bytes + b);
+        let walk = if workers == 1 {
+            let mut walk = walk::Walk::new(path, root);
+            walk.other_mounts = other_mounts;
+            let mut report_to = |r: u64, b: u64| so_far(r, b);
+            walk.progress = Some(&mut report_to);
+            walk.run();
+            walk::pool::Tally::from(walk)
+        } else {
+            walk::pool::run(path, root, other_mounts, workers, slots, &so_far)
+        };
         report.passes = pass;
         report.removed += walk.removed;
         report.bytes += walk.bytes;

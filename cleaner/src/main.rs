@@ -2,6 +2,9 @@
 //! agent ([`prestop_clean::agent`]) in one static program. The command line is [`prestop_clean::argv`]; the cleaning is
 //! [`prestop_clean::clean_target`], which checks each target's identity on the node first.
 //!
+//! The walk uses as many workers as the CPUs the container may use, or
+//! `PRESTOP_CLEAN_JOBS` (1 to 256; 1 is the sequential walk).
+//!
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
 //! non-zero, else 1 when anything survived or a target was skipped (a target without
 //! `--host`, or whose mount is not the expected host directory, is skipped), else 0; `sidecar`
@@ -22,7 +25,10 @@ use prestop_clean::argv::{
     Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
 };
 use prestop_clean::as_user::become_user;
-use prestop_clean::{check_target, clean_target, empty_directory_with_progress, escape, wire};
+use prestop_clean::{
+    check_target, clean_target, default_jobs, empty_directory_with_progress, escape, jobs_from_env,
+    wire,
+};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -47,6 +53,12 @@ fn main() -> ExitCode {
 }
 
 fn dispatch(args: &[String]) -> u8 {
+    if matches!(args.first().map(String::as_str), Some(HOOK | SIDECAR)) {
+        // The workers of the walk (PRESTOP_CLEAN_JOBS): a bad value runs nothing.
+        if let Err(why) = jobs_from_env() {
+            return usage(&format!("{why}; nothing was run"));
+        }
+    }
     match args.first().map(String::as_str) {
         Some(HOOK) => match HookArgs::parse(args) {
             Ok(hook_args) => checked(&hook_args.targets).unwrap_or_else(|| hook(&hook_args)),
@@ -205,15 +217,20 @@ fn empty(args: &EmptyArgs) -> u8 {
         return 2;
     }
     stop_when_the_reaper_says();
-    let mut out = io::stdout().lock();
+    let stdout = io::stdout();
     // A reaper that went away is no reason to stop emptying: write errors are ignored.
-    let _ = writeln!(out, "{}", wire::HEADER);
-    let report = empty_directory_with_progress(&args.path, &mut |removed, bytes| {
-        let _ = out.write_all(wire::progress_line(removed, bytes).as_bytes());
+    // Each line is written under the lock: the walk's workers report progress too.
+    let write = |text: &str| {
+        let mut out = stdout.lock();
+        let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
+    };
+    write(&format!("{}\n", wire::HEADER));
+    // The workers are started after the drop: a new thread has its creator's identity.
+    let report = empty_directory_with_progress(&args.path, default_jobs(), &|removed, bytes| {
+        write(&wire::progress_line(removed, bytes));
     });
-    let _ = out.write_all(wire::encode(&report).as_bytes());
-    let _ = out.flush();
+    write(&wire::encode(&report));
     eprintln!("prestop-clean: {}", report.summary());
     if report.is_clean() {
         0

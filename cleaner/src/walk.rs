@@ -28,16 +28,25 @@
 //!   is left for the next pass.
 //! - `ENOENT` anywhere means another process removed the entry first: fine. `EINTR` is
 //!   retried. A read-only filesystem stops the walk at the first `EROFS`.
+//! - Concurrent (`pool.rs`): several workers each run this walk on one directory; the
+//!   directories it opens and checks directly below its root may be handed to the others
+//!   ([`Walk::hand_off`]) instead of being walked here. Nothing else changes: a handed
+//!   directory is removed through its parent's descriptor, after its contents.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::fs::{fstat, openat2, statat, unlinkat, AtFlags, Dir, FileType, Mode, ResolveFlags};
 use rustix::io::{fcntl_dupfd_cloexec, retry_on_intr, Errno};
 
 use crate::report::{Reason, Survivor, MAX_NAMED};
 use crate::target::DIR_FLAGS;
+
+/// Takes a directory opened and checked below a walk's root for another worker (`Ok`), or
+/// gives it back (`Err`) when the shared queue is full.
+pub(crate) type HandOff<'a> = dyn Fn(CString, OwnedFd) -> Result<(), (CString, OwnedFd)> + 'a;
 
 /// Directory descriptors the walk keeps open at most, besides the target's.
 pub const WINDOW: usize = 32;
@@ -106,7 +115,9 @@ pub(crate) const PROGRESS_EVERY: u64 = 256;
 
 /// One pass over the tree below `root`.
 pub(crate) struct Walk<'a> {
-    target: &'a str,
+    /// The path of `root`, for messages only (a subdirectory's when a worker of the
+    /// concurrent walk runs this walk on one, so it need not be UTF-8).
+    target: Vec<u8>,
     root: BorrowedFd<'a>,
     root_dev: u64,
     stack: Vec<Frame>,
@@ -121,7 +132,20 @@ pub(crate) struct Walk<'a> {
     pub stopped: bool,
     /// `(st_dev, st_ino)` of the roots of the container's other mounts (identity check,
     /// docs/DESIGN.md#targets): a directory that is one of them is never entered nor emptied.
-    pub other_mounts: HashMap<(u64, u64), Vec<u8>>,
+    pub other_mounts: &'a HashMap<(u64, u64), Vec<u8>>,
+    /// The concurrent walk (`pool.rs`): offered each directory opened directly below
+    /// `root`, after every check on it; it either takes it (another worker walks and
+    /// removes it) or hands it back to be walked here, depth-first.
+    pub hand_off: Option<&'a HandOff<'a>>,
+    /// The concurrent walk: set when any worker met a read-only filesystem.
+    pub halt: Option<&'a AtomicBool>,
+    /// Entries directly below `root` that survived (the concurrent walk's count for the
+    /// removal of `root` itself).
+    pub root_left: u64,
+    /// The walk stopped before the end of `root`'s stream (the tree moved under it).
+    pub interrupted: bool,
+    /// `root` itself could not be read to its end: it survives, named.
+    pub root_failed: bool,
     /// Told `(removed, bytes)` of this pass every [`PROGRESS_EVERY`] removed entries, so
     /// that a walk killed halfway (the node reaper's, when a user arrives) has said how
     /// far it got.
@@ -136,9 +160,11 @@ pub(crate) struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    pub(crate) fn new(target: &'a str, root: BorrowedFd<'a>) -> Walk<'a> {
+    pub(crate) fn new(target: impl Into<Vec<u8>>, root: BorrowedFd<'a>) -> Walk<'a> {
+        static NONE: std::sync::LazyLock<HashMap<(u64, u64), Vec<u8>>> =
+            std::sync::LazyLock::new(HashMap::new);
         Walk {
-            target,
+            target: target.into(),
             root,
             root_dev: 0,
             stack: Vec::new(),
@@ -149,7 +175,12 @@ impl<'a> Walk<'a> {
             unnamed: 0,
             changed: false,
             stopped: false,
-            other_mounts: HashMap::new(),
+            other_mounts: &NONE,
+            hand_off: None,
+            halt: None,
+            root_left: 0,
+            interrupted: false,
+            root_failed: false,
             progress: None,
             next_progress: PROGRESS_EVERY,
             #[cfg(test)]
@@ -163,16 +194,26 @@ impl<'a> Walk<'a> {
     pub(crate) fn run(&mut self) {
         let (dev, ino) = match fstat(self.root) {
             Ok(st) => (st.st_dev, st.st_ino),
-            Err(err) => return self.survive_path(self.target.as_bytes().to_vec(), err.into()),
+            Err(err) => {
+                self.root_failed = true;
+                return self.survive_path(self.target.clone(), err.into());
+            }
         };
         self.root_dev = dev;
         let dir = match stream(self.root) {
             Ok(dir) => dir,
-            Err(err) => return self.survive_path(self.target.as_bytes().to_vec(), err.into()),
+            Err(err) => {
+                self.root_failed = true;
+                return self.survive_path(self.target.clone(), err.into());
+            }
         };
         self.stack
             .push(Frame::new(dir, CString::default(), dev, ino));
         while !self.stopped {
+            if self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed)) {
+                self.stopped = true;
+                break;
+            }
             match self.next_entry() {
                 Some(entry) => {
                     self.entry(entry);
@@ -186,7 +227,8 @@ impl<'a> Walk<'a> {
                 }
                 None if self.stack.len() <= 1 => {
                     if let Some(reason) = self.stack.last_mut().and_then(|f| f.failed.take()) {
-                        self.survive_path(self.target.as_bytes().to_vec(), reason);
+                        self.root_failed = true;
+                        self.survive_path(self.target.clone(), reason);
                     }
                     break;
                 }
@@ -199,6 +241,7 @@ impl<'a> Walk<'a> {
                 // The tree moved under us: start again from the target (the caller
                 // does, a bounded number of times).
                 self.changed = true;
+                self.interrupted = true;
                 let path = self.path_of(&child.name);
                 self.survive_path(path, Reason::Changing);
                 break;
@@ -209,6 +252,10 @@ impl<'a> Walk<'a> {
                 None => self.remove_dir(child.name, child.left),
             }
         }
+        if self.stopped && self.stack.first().is_some_and(|root| !root.done) {
+            self.interrupted = true;
+        }
+        self.root_left = self.stack.first().map_or(0, |root| root.left);
     }
 
     /// The next entry of the top frame's stream (`.` and `..` left out), or `None` once
@@ -329,6 +376,12 @@ impl<'a> Walk<'a> {
     /// Enters a directory just opened below the top frame: the place for every check
     /// on a directory before anything inside it is touched.
     fn descend(&mut self, name: CString, fd: OwnedFd) {
+        if self.stack.is_empty() {
+            // Only when a directory reappears under a name the concurrent walk was
+            // removing (`pool.rs`): no stream to walk it in, another pass will.
+            self.changed = true;
+            return self.survive(&name, Reason::Changing);
+        }
         let st = match fstat(&fd) {
             Ok(st) => st,
             Err(err) => return self.survive(&name, err.into()),
@@ -342,6 +395,15 @@ impl<'a> Walk<'a> {
             // Another mount's root, aliased here (a PV inside a hostPath target).
             return self.survive(&name, Reason::OtherMount);
         }
+        // Directly below the root, another worker may take it: its descriptor is
+        // opened and checked exactly as here, and its parent's removal waits for it.
+        let (name, fd) = match self.hand_off {
+            Some(hand_off) if self.stack.len() == 1 => match hand_off(name, fd) {
+                Ok(()) => return,
+                Err(back) => back,
+            },
+            _ => (name, fd),
+        };
         // The stream owns the descriptor: no second one per directory.
         let dir = match Dir::new(fd) {
             Ok(dir) => dir,
@@ -399,6 +461,7 @@ impl From<Errno> for Reason {
 }
 
 mod climb;
+pub(crate) mod pool;
 mod remove;
 
 #[cfg(test)]

@@ -878,6 +878,9 @@ intact /victim
             + err.matches("the node has no /mnt/scratch/job").count(),
         err.matches("is a symlink on the node").count(),
     );
-    assert_eq!(differs + symlink, 100, "{err}");
-    eprintln!("100 runs: {differs} differs, {symlink} refused a symlink");
+    // On a loaded machine (the swapper spins) an answer may take longer than the
+    // client's 5 s: the strict rule then refuses the symlinked mount just the same.
+    let unanswered = err.matches("the node agent was not reachable").count();
+    assert_eq!(differs + symlink + unanswered, 100, "{err}");
+    eprintln!("100 runs: {differs} differs, {symlink} refused a symlink, {unanswered} unanswered");
 }

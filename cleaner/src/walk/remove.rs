@@ -75,7 +75,7 @@ impl Walk<'_> {
 
     /// The full path of `name` in the top frame, for messages only.
     pub(super) fn path_of(&self, name: &CStr) -> Vec<u8> {
-        let mut path = self.target.as_bytes().to_vec();
+        let mut path = self.target.clone();
         for frame in self.stack.iter().skip(1) {
             path.push(b'/');
             path.extend_from_slice(frame.name.to_bytes());
