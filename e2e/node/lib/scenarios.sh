@@ -286,6 +286,8 @@ metadata:
 spec:
   restartPolicy: Never
   terminationGracePeriodSeconds: 90
+  # The reaper walks with the pod's own user, so it must know it (docs/REAPER.md).
+  securityContext: {runAsUser: 0, runAsGroup: 0}
   containers:
   - name: app
     image: busybox:stable
@@ -305,7 +307,7 @@ reaper_after_force_delete() {
   port=$(free_port)
   seal_key_file
   "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$WORK/reaper/state.json" \
-    --seal-key-file "$SEAL_KEY_FILE" --node-root / \
+    --seal-key-file "$SEAL_KEY_FILE" --node-root / --cleaner "$CLEANER_BIN" \
     --delay 10s --metrics-listen "127.0.0.1:$port" >"$WORK/reaper.log" 2>&1 &
   pid=$!
   PIDS+=("$pid")
@@ -392,6 +394,8 @@ errexit_compound_redirection() {
   kc delete job errexit-bash errexit-sh --cascade=background --wait=false
   expect "the Jobs delete" test "$STATUS" -eq 0
   # Not waited for: see seed_without_webhook (a pod that never started).
+}
+
 # --- issue 27: a container's stop is not the end of its directory's use -----------------
 # Two app containers share one scratch directory in a restartPolicy: Never pod. The
 # liveness probe of `worker` fails once it wrote its part: the kubelet kills it (running

@@ -74,10 +74,72 @@ tail_symlink_other_filesystem_is_refused() {
   umount "$run" || umount -l "$run"
 }
 
+# --- the reaper deletes with the pod's rights (issue 26 item 2) ------------------------
+# A uid-1000 pod mounts another tenant's 0700 directory (uid 2000) under the reaper's
+# prefix. Its own hook could not touch it ("Permission denied"); force-deleted, the
+# reaper (root, DAC_OVERRIDE) emptied it. The walk now runs as the pod's uid and gids,
+# without capabilities: the tenant's files survive and the reaper says why.
+other_tenant_pod() { # host-dir
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: other-tenant
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 90
+  securityContext: {runAsUser: 1000, runAsGroup: 1000}
+  containers:
+  - name: app
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "trap 'exit 0' TERM; sleep 100006 & wait"]
+    lifecycle: {preStop: {exec: {command: [sleep, "60"]}}}
+    volumeMounts: [{name: scratch, mountPath: /scratch}]
+  volumes:
+  - {name: scratch, hostPath: {path: $1, type: Directory}}
+EOF
+}
+
+other_tenants_directory_survives_the_reaper() {
+  local dir="$HOST/reaped/tenant-b" port pid config="$WORK/reaper-tenant-config.yaml"
+  mkdir -p "$dir/deep"
+  echo secret >"$dir/secret"
+  echo secret >"$dir/deep/secret"
+  chown -R 2000:2000 "$dir"
+  chmod 0700 "$dir" "$dir/deep"
+  echo "allowedHostPathPrefixes: [$HOST/reaped]" >"$config"
+  port=$(free_port)
+  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$WORK/reaper-tenant/state.json" \
+    --seal-key-file "$SEAL_KEY_FILE" --node-root / --cleaner "$CLEANER_BIN" \
+    --delay 5s --metrics-listen "127.0.0.1:$port" >"$WORK/reaper-tenant.log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  reaper_ready() { curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; }
+  expect "the reaper is ready" wait_for 30 reaper_ready
+  kc create -f - <<<"$(other_tenant_pod "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  running() { k get pod other-tenant -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "the pod runs within 60 s" wait_for 60 running
+  recorded() { grep -qF "$dir" "$WORK/reaper-tenant/state.json" 2>/dev/null; }
+  expect "the reaper recorded its directory" wait_for 30 recorded
+  kc delete pod other-tenant --grace-period=0 --force --wait=false
+  container_gone() { ! pgrep -f "sleep 100006" >/dev/null; }
+  expect "the kubelet stops the container" wait_for 60 container_gone
+  walked() { grep -F "$dir" "$WORK/reaper-tenant.log" | grep -qiE "permission denied|survivors|entries left"; }
+  expect "the reaper walked it as the pod's user and the kernel refused it, within 60 s" wait_for 60 walked
+  expect "the other tenant's file survives" has_file "$dir/secret"
+  expect "and its nested file" has_file "$dir/deep/secret"
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+
 run_third_review_scenarios() {
   if [[ -n "$CLEANER_BIN" ]]; then
     scenario "a symlink whose target is a tail of the spelled host path (same filesystem) is refused" tail_symlink_same_filesystem_is_refused
     scenario "a symlink into another filesystem whose root is a tail of the spelled host path is refused" tail_symlink_other_filesystem_is_refused
+    scenario "force-deleted, a uid-1000 pod's mount of another tenant's 0700 directory is not emptied by the reaper" other_tenants_directory_survives_the_reaper
   else
     skip "tail symlinks are refused at run time" "needs the cleaner program"
   fi
