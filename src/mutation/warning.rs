@@ -13,7 +13,9 @@
 //!   citations first (one cap for all: a short path such as `/data` stays whole while a
 //!   long one is cut), keeping their start and end with `…` in the middle
 //!   (`/mnt/scr…/job-7/out`), down to [`MIN_CITATION`] characters each. Only when even
-//!   that is not enough (a reason near the limit, or dozens of citations) is the end cut.
+//!   that is not enough (a reason near the limit, or dozens of citations) is the end cut,
+//!   and then the citations keep up to [`CITATION_WHEN_CUT`] characters, so that a
+//!   container's name survives the cut.
 //! - The marks are private-use characters; any in a cited value (which is untrusted) are
 //!   replaced first, so a value can neither end its own citation nor start another.
 
@@ -28,6 +30,10 @@ pub const MAX_WARNING_CHARS: usize = 120;
 /// A cited name or path is never cut below this many characters: one at each end around
 /// `…`. A reason of 100 characters still leaves room for three citations of six or more.
 pub const MIN_CITATION: usize = 3;
+
+/// The citations' length when even [`MIN_CITATION`] does not make a warning fit and its
+/// end is cut: a container's name stays whole, a long path keeps its start and leaf.
+pub const CITATION_WHEN_CUT: usize = 16;
 
 /// `value` (a name or path the warning cites) marked so that [`fit`] may shorten it.
 pub(crate) fn cited(value: impl std::fmt::Display) -> String {
@@ -80,7 +86,9 @@ pub(crate) fn fit(warning: &str, max: usize) -> String {
     let cap = (MIN_CITATION..=longest.max(MIN_CITATION))
         .rev()
         .find(|&cap| length(&pieces, cap) <= max)
-        .unwrap_or(MIN_CITATION);
+        // Nothing fits (the reason alone is near the limit): the end is cut anyway, so
+        // shortening a name to `…` would only lose it too. Keep each recognisable.
+        .unwrap_or(CITATION_WHEN_CUT);
     for piece in pieces.iter_mut().filter(|p| p.cited) {
         piece.text = cut_middle(&piece.text, cap);
     }
@@ -149,7 +157,17 @@ mod tests {
         let warning = format!("{} {}", cited("a".repeat(50)), "reason ".repeat(30));
         let short = fit(&warning, 120);
         assert_eq!(short.chars().count(), 120);
-        assert!(short.starts_with("a…a reason"), "{short}");
+        // The citation keeps CITATION_WHEN_CUT characters: the end is cut anyway.
+        let cited = format!("{}…{} reason", "a".repeat(7), "a".repeat(8));
+        assert!(short.starts_with(&cited), "{short}");
         assert!(short.ends_with('…'));
+    }
+
+    #[test]
+    fn a_short_name_survives_when_the_end_is_cut() {
+        let warning = format!("container {}: {}", cited("\"etl\""), "reason ".repeat(30));
+        let short = fit(&warning, 120);
+        assert!(short.starts_with("container \"etl\": reason"), "{short}");
+        assert_eq!(short.chars().count(), 120);
     }
 }

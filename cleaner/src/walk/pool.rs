@@ -297,11 +297,10 @@ fn walk_node(shared: &Shared<'_>, node: &Arc<Node>, tally: &mut Tally) {
     let added = std::cell::Cell::new((0u64, 0u64));
     let add = |removed: u64, bytes: u64| {
         let (r, b) = added.replace((removed, bytes));
-        let total = (
+        (
             shared.removed.fetch_add(removed - r, Ordering::Relaxed) + (removed - r),
             shared.bytes.fetch_add(bytes - b, Ordering::Relaxed) + (bytes - b),
-        );
-        total
+        )
     };
     let mut report_to = |removed: u64, bytes: u64| {
         let (removed, bytes) = add(removed, bytes);
