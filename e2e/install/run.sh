@@ -95,8 +95,18 @@ suite_before_stop() {
 }
 suite_after_stop() {
   if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then ip link del "$NODE_BRIDGE"; fi
+  if ((ROOT_MADE_SHARED)); then mount --make-private /; fi
 }
 suite_traps
+
+# The reaper DaemonSet mounts the node's / with mountPropagation: HostToContainer (its
+# in-use check and the node agent see disks mounted later), which the runtime allows only
+# from a shared or slave mount, as / is on every systemd node. A CI machine's / may be
+# private: shared for this run, as systemd makes it, and private again at the end.
+ROOT_MADE_SHARED=0
+if [[ "$(findmnt -no PROPAGATION /)" == private ]]; then
+  mount --make-shared / && ROOT_MADE_SHARED=1
+fi
 
 node_init_names || exit 1
 node_bridge_up || { log "cannot create the bridge $NODE_BRIDGE"; exit 1; }
