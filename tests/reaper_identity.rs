@@ -11,104 +11,11 @@ mod core_support;
 mod reaper_support;
 
 use kube::runtime::watcher::Event;
+use reaper_support::container::{stamp as rand_suffix, tools, Container};
 use reaper_support::{config, entries, injected_pod, listed, metric, other_pod, Node, PREFIX};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A missing tool or privilege: a note, or a failure under `PRESTOP_REQUIRE_TOOLS=1`.
-fn skip(why: &str) {
-    if std::env::var("PRESTOP_REQUIRE_TOOLS").as_deref() == Ok("1") {
-        panic!("required (PRESTOP_REQUIRE_TOOLS=1): {why}");
-    }
-    eprintln!("note: skipped: {why}");
-}
-
-fn tools() -> Option<(&'static str, PathBuf)> {
-    let unshare = ["/usr/bin/unshare", "/bin/unshare"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file());
-    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file());
-    match (unshare, busybox) {
-        (Some(unshare), Some(busybox))
-            if Command::new(unshare)
-                .args(["-m", "true"])
-                .status()
-                .is_ok_and(|s| s.success()) =>
-        {
-            Some((unshare, busybox))
-        }
-        _ => {
-            skip("unshare -m (as root) and a static busybox are needed");
-            None
-        }
-    }
-}
-
-/// Sets up the container's mounts and becomes its process.
-const CONTAINER: &str = r#"set -eu
-root=$1 source=$2 busybox=$3 bind_from=${4:-}
-mount --make-rprivate /
-if [ -n "$bind_from" ]; then mount --bind "$bind_from" "$source"; fi
-mount -t tmpfs rootfs "$root"
-mkdir -p "$root/bin" "$root/data"
-cp "$busybox" "$root/bin/busybox"
-mount --bind "$source" "$root/data"
-exec chroot "$root" /bin/busybox sleep 600
-"#;
-
-/// A running container that has `source` (a path on this machine) mounted at `/data`;
-/// with `bind_from`, `source` is first made a bind mount of it in its namespace.
-struct Container(Child);
-
-impl Container {
-    fn start(node: &Node, source: &Path, bind_from: Option<&Path>) -> Option<Container> {
-        let (unshare, busybox) = tools()?;
-        let root = node.root.join(format!("rootfs-{}", rand_suffix()));
-        std::fs::create_dir_all(&root).unwrap();
-        let mut command = Command::new(unshare);
-        command
-            .args(["-m", "sh", "-c", CONTAINER, "sh"])
-            .arg(&root)
-            .arg(source)
-            .arg(&busybox);
-        if let Some(bind_from) = bind_from {
-            command.arg(bind_from);
-        }
-        let child = command.stdin(Stdio::null()).spawn().unwrap();
-        let container = Container(child);
-        // Ready once the process is the container's busybox (its mounts made, chrooted).
-        let comm = PathBuf::from(format!("/proc/{}/comm", container.0.id()));
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::fs::read_to_string(&comm)
-            .ok()
-            .as_deref()
-            .map(str::trim)
-            != Some("busybox")
-        {
-            assert!(Instant::now() < deadline, "the container did not start");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Some(container)
-    }
-}
-
-impl Drop for Container {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
 
 /// job-a recorded `/mnt/scratch/job` and is gone; `user` (a pod spec that names the
 /// directory differently, or not at all) runs `container`. Not emptied while it runs;
@@ -157,7 +64,7 @@ async fn in_use_by_identity_a_host_path_spelled_through_a_symlink() {
     let link = node.on_host("/srv/cache");
     std::os::unix::fs::symlink(node.on_host("/mnt/scratch/job"), &link).unwrap();
     kept_while_the_container_runs(&node, Some("/srv/cache"), || {
-        Container::start(&node, &link, None)
+        Container::start_with(&node.root, &link, None)
     })
     .await;
 }
@@ -169,7 +76,7 @@ async fn in_use_by_identity_a_pv_inside_the_directory() {
     let pv = node.on_host("/mnt/scratch/job/nested");
     kept_while_the_container_runs(&node, None, || {
         std::fs::create_dir_all(&pv).unwrap();
-        Container::start(&node, &pv, None)
+        Container::start_with(&node.root, &pv, None)
     })
     .await;
 }
@@ -183,7 +90,7 @@ async fn in_use_by_identity_a_bind_mount_alias() {
     std::fs::create_dir_all(&alias).unwrap();
     let dir = node.on_host("/mnt/scratch/job");
     kept_while_the_container_runs(&node, Some("/srv/alias"), || {
-        Container::start(&node, &alias, Some(&dir))
+        Container::start_with(&node.root, &alias, Some(&dir))
     })
     .await;
 }
@@ -193,7 +100,7 @@ async fn in_use_by_identity_a_container_of_another_directory_does_not_keep_it() 
     let node = Node::new();
     let dir = node.scratch("/mnt/scratch/job");
     let other = node.scratch("/mnt/scratch/job2");
-    let Some(_container) = Container::start(&node, &other, None) else {
+    let Some(_container) = Container::start_with(&node.root, &other, None) else {
         return;
     };
     let pod = injected_pod("job-a", "/mnt/scratch/job");

@@ -15,7 +15,9 @@ pub fn skip(why: &str) {
     eprintln!("note: skipped: {why}");
 }
 
-fn tools() -> Option<(&'static str, PathBuf)> {
+/// `unshare` and a static busybox, or `None` (skipped) without them or without the
+/// privilege to make a mount namespace.
+pub fn tools() -> Option<(&'static str, PathBuf)> {
     let unshare = ["/usr/bin/unshare", "/bin/unshare"]
         .into_iter()
         .find(|p| Path::new(p).is_file());
@@ -41,8 +43,9 @@ fn tools() -> Option<(&'static str, PathBuf)> {
 
 /// Sets up the container's mounts and becomes its process.
 const CONTAINER: &str = r#"set -eu
-root=$1 source=$2 busybox=$3
+root=$1 source=$2 busybox=$3 bind_from=${4:-}
 mount --make-rprivate /
+if [ -n "$bind_from" ]; then mount --bind "$bind_from" "$source"; fi
 mount -t tmpfs rootfs "$root"
 mkdir -p "$root/bin" "$root/data"
 cp "$busybox" "$root/bin/busybox"
@@ -51,27 +54,35 @@ exec chroot "$root" /bin/busybox sleep 600
 "#;
 
 /// A running container with `source` mounted at `/data`; stopped when dropped.
-pub struct Container(Child);
+pub struct Container(pub Child);
 
 impl Container {
     /// Starts it in `scratch` (a directory for its root) and returns once its process
     /// runs with its mounts made.
     pub fn start(scratch: &Path, source: &Path) -> Option<Container> {
+        Container::start_with(scratch, source, None)
+    }
+
+    /// [`Container::start`]; with `bind_from`, `source` is first made a bind mount of it
+    /// in the container's namespace (an alias no pod spec shows).
+    pub fn start_with(
+        scratch: &Path,
+        source: &Path,
+        bind_from: Option<&Path>,
+    ) -> Option<Container> {
         let (unshare, busybox) = tools()?;
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let root = scratch.join(format!("rootfs-{stamp}"));
+        let root = scratch.join(format!("rootfs-{}", stamp()));
         std::fs::create_dir_all(&root).unwrap();
-        let child = Command::new(unshare)
+        let mut command = Command::new(unshare);
+        command
             .args(["-m", "sh", "-c", CONTAINER, "sh"])
             .arg(&root)
             .arg(source)
-            .arg(&busybox)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
+            .arg(&busybox);
+        if let Some(bind_from) = bind_from {
+            command.arg(bind_from);
+        }
+        let child = command.stdin(Stdio::null()).spawn().unwrap();
         let container = Container(child);
         let comm = PathBuf::from(format!("/proc/{}/comm", container.0.id()));
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -93,4 +104,12 @@ impl Drop for Container {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A name no other test's directory has: the time in nanoseconds.
+pub fn stamp() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
 }
