@@ -66,6 +66,15 @@ fn pieces(warning: &str) -> Vec<Piece> {
 
 /// `warning` without its marks, in at most `max` characters (see the module contract).
 pub(crate) fn fit(warning: &str, max: usize) -> String {
+    // Most warnings fit: drop the marks in one pass, without splitting into pieces.
+    let marks = warning.chars().filter(|&c| c == OPEN || c == CLOSE).count();
+    if warning.chars().count() - marks <= max {
+        return if marks == 0 {
+            warning.to_owned()
+        } else {
+            warning.replace([OPEN, CLOSE], "")
+        };
+    }
     let mut pieces = pieces(warning);
     let length = |pieces: &[Piece], cap: usize| -> usize {
         pieces
