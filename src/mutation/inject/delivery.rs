@@ -145,24 +145,7 @@ impl Delivery {
         let volume = volume.as_object().filter(|_| wanted);
         update_named(spec, "volumes", &self.volume, volume);
         let mount = json!({"name": self.volume, "mountPath": PROGRAM_DIR, "readOnly": true});
-        let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) else {
-            return;
-        };
-        for (index, container) in containers.iter_mut().enumerate() {
-            let need = needs.get(index).copied().unwrap_or(false);
-            // A user's mount that only shares our volume's name is never touched.
-            let ours = list(container, "volumeMounts")
-                .iter()
-                .all(|m| name_of(m) != Some(self.volume.as_str()) || self.is_our_mount(m));
-            if ours {
-                update_named(
-                    container,
-                    "volumeMounts",
-                    &self.volume,
-                    mount.as_object().filter(|_| need),
-                );
-            }
-        }
+        update_our_mounts(spec, &self.volume, &mount, needs, &|m| self.is_our_mount(m));
     }
 
     fn apply_installer(&self, spec: &mut Value, image: Option<&str>) {
@@ -227,6 +210,36 @@ fn merge(existing: &mut Map<String, Value>, wanted: Map<String, Value>) {
 
 /// In the array `owner[key]`, the element named `name`: merged with `wanted`, appended
 /// when absent, or removed when `wanted` is `None` (the array too, once empty).
+/// Gives each app container that `needs` it our `mount` of `volume`, and takes it from the
+/// others; a container whose mount of that name is a user's (`is_ours` says no) is never
+/// touched.
+pub(super) fn update_our_mounts(
+    spec: &mut Value,
+    volume: &str,
+    mount: &Value,
+    needs: &[bool],
+    is_ours: &dyn Fn(&Value) -> bool,
+) {
+    let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for (index, container) in containers.iter_mut().enumerate() {
+        let need = needs.get(index).copied().unwrap_or(false);
+        // A user's mount that only shares our volume's name is never touched.
+        let ours = list(container, "volumeMounts")
+            .iter()
+            .all(|m| name_of(m) != Some(volume) || is_ours(m));
+        if ours {
+            update_named(
+                container,
+                "volumeMounts",
+                volume,
+                mount.as_object().filter(|_| need),
+            );
+        }
+    }
+}
+
 pub(super) fn update_named(
     owner: &mut Value,
     key: &str,

@@ -25,7 +25,7 @@
 //!   `allowedHostPathPrefixes` entry or is or holds a protected directory
 //!   ([`crate::mutation::targets::node_agent_directory_refusal`]).
 
-use super::delivery::{free_name, list, name_of, overlaps, update_named};
+use super::delivery::{free_name, list, name_of, overlaps, update_named, update_our_mounts};
 use crate::config::Config;
 use crate::mutation::field::{At, Field};
 use crate::mutation::hook::ours::is_our_sidecar;
@@ -123,24 +123,7 @@ impl NodeAgent {
             volume.as_ref().and_then(Value::as_object),
         );
         let mount = self.mount();
-        let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) else {
-            return;
-        };
-        for (index, container) in containers.iter_mut().enumerate() {
-            let need = needs.get(index).copied().unwrap_or(false);
-            // A user's mount that only shares our volume's name is never touched.
-            let ours = list(container, "volumeMounts")
-                .iter()
-                .all(|m| name_of(m) != Some(self.volume.as_str()) || self.is_our_mount(m));
-            if ours {
-                update_named(
-                    container,
-                    "volumeMounts",
-                    &self.volume,
-                    mount.as_object().filter(|_| need),
-                );
-            }
-        }
+        update_our_mounts(spec, &self.volume, &mount, needs, &|m| self.is_our_mount(m));
     }
 }
 
