@@ -141,14 +141,15 @@ helm_upgrade_under_load() {
   seal=$(seal_key)
   load_start
   expect "creates go through before the upgrade" load_more 5
-  expect "helm upgrade --reuse-values --set config.shutdownSeconds=11 --wait" \
+  local seconds=$((10 + ${ROLLOUT_ROUND:-1}))
+  expect "helm upgrade --reuse-values --set config.shutdownSeconds=$seconds --wait" \
     helm_ upgrade "$RELEASE" "$ROOT/charts/prestop-injector" -n "$SYSTEM_NS" --reuse-values \
-    --set config.shutdownSeconds=11 --wait --timeout 4m
+    --set config.shutdownSeconds=$seconds --wait --timeout 4m
   expect "the rollout completes" rollout_done "$SYSTEM_NS" deploy/prestop-injector
   old_gone() { ! webhook_pods | jq -e --arg b "$before" '.items[] | select(.metadata.name as $n | $b | split(" ") | index($n))' >/dev/null; }
   expect "the old pods are gone (the config checksum rolled them)" wait_for 90 old_gone
   kc -n "$SYSTEM_NS" get configmap "$RELEASE-config" -o json
-  expect "the ConfigMap holds the new value" jqt "$OUT" '.data["config.yaml"] | test("shutdownSeconds: 11")'
+  expect "the ConfigMap holds the new value" jqt "$OUT" ".data[\"config.yaml\"] | test(\"shutdownSeconds: $seconds\")"
   expect "creates go on after it" load_more 5
   load_stop
   load_check "helm upgrade"

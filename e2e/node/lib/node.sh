@@ -240,8 +240,13 @@ EOF
 
 # The bridge with its gateway address, before the API server that listens there starts
 # (NODE_POD_GATEWAY=1); the CNI plugin then finds it as configured. node_stop removes it.
+# Its MAC address is set, not left to the kernel: a bridge with a random one takes the
+# lowest of its ports' (`addr_assign_type` 1), so each pod's veth coming or going may
+# change the gateway's MAC under the pods' ARP caches, and a pod's replies to the API
+# server go to the old one until its neighbour entry is probed again: webhook calls
+# stalled 0.7 s, and once 5 s (the API server's timeout), whenever a sandbox came or went.
 node_bridge_up() {
-  ip link add "$NODE_BRIDGE" type bridge &&
+  ip link add "$NODE_BRIDGE" address "02:e2:e0:$(printf '%02x:%02x:%02x' $(($$ >> 16 & 255)) $(($$ >> 8 & 255)) $(($$ & 255)))" type bridge &&
     ip addr add "$NODE_GATEWAY/${NODE_SUBNET#*/}" dev "$NODE_BRIDGE" &&
     ip link set "$NODE_BRIDGE" up
 }
