@@ -17,6 +17,8 @@
 #
 # Usage (as root): bench/rm-side-by-side.sh          the full set (hours on a slow disk)
 #                  SMOKE=1 bench/rm-side-by-side.sh  10,000 files, tmpfs, one run: seconds
+#                  (CI runs it with CONTENDERS="rm prestop" and the release binary: the
+#                  bench is not in CI, but it must keep working)
 # Environment:
 #   CELLS="tmpfs:tree:100000 disk:flat:100000 …"   what to run (fs:shape:files); default:
 #        tree at 100k and 1M, flat and deep at 100k and 1M, on tmpfs and on the disk
@@ -55,7 +57,7 @@ if [ "${_PRESTOP_BENCH_NS:-}" != 1 ]; then
 fi
 
 RMZ=$BENCH_CACHE/rmz-$RMZ_VERSION/bin/rmz
-if ! [ -x "$RMZ" ]; then
+if [[ " $CONTENDERS " == *" rmz "* ]] && ! [ -x "$RMZ" ]; then
   echo "installing rmz $RMZ_VERSION into $BENCH_CACHE/rmz-$RMZ_VERSION" >&2
   nice cargo install --quiet --locked "rmz@$RMZ_VERSION" --root "$BENCH_CACHE/rmz-$RMZ_VERSION"
 fi
@@ -68,7 +70,30 @@ WORK=$(mktemp -d /tmp/prestop-rm-bench.XXXXXX)
 mkdir -p "$WORK/tmpfs" "$DISK_DIR"
 mount -t tmpfs -o size=80% tmpfs "$WORK/tmpfs"
 RESULTS=$WORK/results.tsv
-trap 'rm -rf "$DISK_DIR/tree" 2>/dev/null; umount "$WORK/tmpfs"; rm -rf "$WORK"' EXIT
+# The node agent, as the reaper DaemonSet runs it (docs/INSTALL.md, "The node agent"):
+# the tmpfs target is a filesystem of its own, which the cleaner empties only on the
+# node's word. Its one check per run is in the time measured.
+AGENT_SOCKET=$WORK/agent.sock
+"$PRESTOP_CLEAN" node-agent --host-root / --socket "$AGENT_SOCKET" 2>"$WORK/agent.log" &
+AGENT_PID=$!
+# TIMED OUT ARGV…: runs ARGV, writes "seconds peak-RSS-KiB" to OUT. The seconds from a
+# monotonic clock (GNU time's %e has 10 ms steps, 5 % of a 0.2 s cell), the peak RSS
+# from GNU time (%M): its child starts from a small process, where Python's would
+# inherit Python's high-water mark through the fork.
+TIMED=$WORK/timed.py
+cat >"$TIMED" <<'EOF'
+import subprocess, sys, time
+out = sys.argv[1]
+start = time.monotonic()
+status = subprocess.call(["/usr/bin/time", "-o", out + ".rss", "-f", "%M"] + sys.argv[2:])
+seconds = time.monotonic() - start
+with open(out, "w") as f:
+    f.write(f"{seconds:.4f} {open(out + '.rss').read().split()[-1]}\n")
+sys.exit(status)
+EOF
+trap 'kill "$AGENT_PID" 2>/dev/null; rm -rf "$DISK_DIR/tree" 2>/dev/null; umount "$WORK/tmpfs"; rm -rf "$WORK"' EXIT
+for _ in $(seq 50); do [ -S "$AGENT_SOCKET" ] && break; sleep 0.1; done
+[ -S "$AGENT_SOCKET" ] || { cat "$WORK/agent.log" >&2; echo "the node agent did not start" >&2; exit 1; }
 
 # make_tree DIR FILES SHAPE
 make_tree() {
@@ -115,8 +140,8 @@ run_one() {
   sync
   echo 3 > /proc/sys/vm/drop_caches
   case $who in
-    rm) /usr/bin/time -o "$out" -f "%e %M" rm -rf "$tree" ;;
-    rmz) /usr/bin/time -o "$out" -f "%e %M" "$RMZ" --force "$tree" ;;
+    rm) python3 "$TIMED" "$out" rm -rf "$tree" ;;
+    rmz) python3 "$TIMED" "$out" "$RMZ" --force "$tree" ;;
     prestop)
       # The identity check as in a pod. On the disk: the target is a bind mount whose
       # root is its own whole host path (the root filesystem is mounted at /). On tmpfs:
@@ -129,10 +154,10 @@ run_one() {
         set -- "$tree"
       fi
       unshare -m --propagation private sh -c '
-        t=$1 out=$2 bin=$3; shift 3
+        t=$1 out=$2 bin=$3 agent=$4 timed=$5; shift 5
         [ "$#" = 0 ] || [ "$1" != --whole-filesystem ] && mount --bind "$t" "$t"
-        exec /usr/bin/time -o "$out" -f "%e %M" "$bin" hook --target "$t" --host "$t" "$@"
-      ' sh "$1" "$out" "$PRESTOP_CLEAN" "${@:2}" >"$WORK/prestop.err" 2>&1 || {
+        exec python3 "$timed" "$out" "$bin" hook --node-agent "$agent" --target "$t" --host "$t" "$@"
+      ' sh "$1" "$out" "$PRESTOP_CLEAN" "$AGENT_SOCKET" "$TIMED" "${@:2}" >"$WORK/prestop.err" 2>&1 || {
         cat "$WORK/prestop.err" >&2
         exit 1
       }
@@ -185,7 +210,7 @@ for (fs, shape, files), by in cells.items():
             cols.append("–")
             continue
         rss = max(k for _, k, _ in by[w]) / 1024
-        cols.append(f"{med[w]:.2f} s ({files / max(med[w], 1e-3):,.0f}/s, {rss:.1f} MiB)")
+        cols.append(f"{med[w]:.3f} s ({files / max(med[w], 1e-3):,.0f}/s, {rss:.1f} MiB)")
     def ratio(other):
         if "prestop" in med and other in med:
             return f"{med[other] / max(med['prestop'], 1e-3):.2f}×"
