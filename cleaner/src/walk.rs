@@ -47,6 +47,12 @@ use crate::target::DIR_FLAGS;
 /// Takes a directory opened and checked below a walk's root for another worker (`Ok`), or
 /// gives it back (`Err`) when the shared queue is full.
 pub(crate) type HandOff<'a> = dyn Fn(CString, OwnedFd) -> Result<(), (CString, OwnedFd)> + 'a;
+/// Takes a batch of the root's non-directory entries for another worker to remove through
+/// the root's descriptor (`Ok`), or gives it back (`Err`) when no batch may be queued.
+pub(crate) type ShareFiles<'a> = dyn Fn(Vec<Entry>) -> Result<(), Vec<Entry>> + 'a;
+
+/// Non-directory entries of the root given to another worker at a time (`share_files`).
+pub(crate) const FILES_PER_BATCH: usize = 256;
 
 /// Directory descriptors the walk keeps open at most, besides the target's.
 pub const WINDOW: usize = 32;
@@ -66,7 +72,7 @@ enum Kind {
     Unknown,
 }
 
-struct Entry {
+pub(crate) struct Entry {
     name: CString,
     kind: Kind,
 }
@@ -137,6 +143,14 @@ pub(crate) struct Walk<'a> {
     /// `root`, after every check on it; it either takes it (another worker walks and
     /// removes it) or hands it back to be walked here, depth-first.
     pub hand_off: Option<&'a HandOff<'a>>,
+    /// The concurrent walk: offered the root's files and other non-directories in
+    /// batches, so that the removals in one large directory overlap (on a disk each
+    /// removal's inode is freed after the directory's lock is released, and those frees
+    /// are what a single remover waits for). Each entry is removed by
+    /// [`Walk::remove_entries`], the same code as here.
+    pub share_files: Option<&'a ShareFiles<'a>>,
+    /// The root's entries gathered for `share_files`.
+    batch: Vec<Entry>,
     /// The concurrent walk: set when any worker met a read-only filesystem.
     pub halt: Option<&'a AtomicBool>,
     /// Entries directly below `root` that survived (the concurrent walk's count for the
@@ -177,6 +191,8 @@ impl<'a> Walk<'a> {
             stopped: false,
             other_mounts: &NONE,
             hand_off: None,
+            share_files: None,
+            batch: Vec::new(),
             halt: None,
             root_left: 0,
             interrupted: false,
@@ -215,14 +231,23 @@ impl<'a> Walk<'a> {
                 break;
             }
             match self.next_entry() {
+                Some(entry) if self.stack.len() == 1 && self.shares(&entry) => {
+                    self.batch.push(entry);
+                    if self.batch.len() >= FILES_PER_BATCH {
+                        self.offer_batch();
+                    }
+                    continue;
+                }
                 Some(entry) => {
                     self.entry(entry);
-                    if self.removed >= self.next_progress {
-                        self.next_progress = self.removed + PROGRESS_EVERY;
-                        if let Some(progress) = self.progress.as_mut() {
-                            progress(self.removed, self.bytes);
-                        }
-                    }
+                    self.report_progress();
+                    continue;
+                }
+                // The root's last files, here: nobody waits for a smaller batch. One
+                // swapped for a directory since is entered like any other, so go on.
+                None if self.stack.len() <= 1 && !self.batch.is_empty() => {
+                    let rest = std::mem::take(&mut self.batch);
+                    self.remove_entries(rest);
                     continue;
                 }
                 None if self.stack.len() <= 1 => {
@@ -256,6 +281,50 @@ impl<'a> Walk<'a> {
             self.interrupted = true;
         }
         self.root_left = self.stack.first().map_or(0, |root| root.left);
+    }
+
+    /// Whether `entry` (of the root) goes into a batch for another worker: files and
+    /// other non-directories whose kind the listing gave. Directories are handed off
+    /// whole, after their checks (`descend`); an unknown kind is looked at here.
+    fn shares(&self, entry: &Entry) -> bool {
+        self.share_files.is_some() && matches!(entry.kind, Kind::File | Kind::Other)
+    }
+
+    /// Gives the gathered batch to another worker, or removes it here when none may take it.
+    fn offer_batch(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if let Some(share) = self.share_files {
+            match share(batch) {
+                Ok(()) => {}
+                Err(back) => self.remove_entries(back),
+            }
+        }
+    }
+
+    /// Removes entries listed directly below the root, exactly as the walk does (a name
+    /// since swapped for a directory is not entered without the root's stream: it is
+    /// left to the next pass, [`Walk::descend`]). Also what another worker runs on a
+    /// batch, in a walk of its own on the same root.
+    pub(crate) fn remove_entries(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            if self.stopped || self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed)) {
+                // Stopped (read-only): what is left stays, uncounted, as in `run`.
+                self.stopped = true;
+                return;
+            }
+            self.entry(entry);
+            self.report_progress();
+        }
+    }
+
+    /// Tells `progress` how far the walk got, every [`PROGRESS_EVERY`] removed entries.
+    fn report_progress(&mut self) {
+        if self.removed >= self.next_progress {
+            self.next_progress = self.removed + PROGRESS_EVERY;
+            if let Some(progress) = self.progress.as_mut() {
+                progress(self.removed, self.bytes);
+            }
+        }
     }
 
     /// The next entry of the top frame's stream (`.` and `..` left out), or `None` once

@@ -3,7 +3,8 @@
 //! depths and swapped intermediate directories never reach a canary; a descriptor limit
 //! of 16 still empties a deep tree; deep and wide trees are emptied with exact counts;
 //! mounts inside the target survive; a cleanup killed half way leaves a tree that a
-//! second run (the reaper's library call) empties completely.
+//! second run (the reaper's library call) empties completely; one large directory
+//! shared between the workers in batches keeps them all, and its counts.
 
 mod support;
 
@@ -187,6 +188,86 @@ fn symlink_swaps_at_every_depth_never_reach_a_canary_at_full_concurrency() {
         swaps.load(Ordering::Relaxed)
     );
     assert!(swaps.load(Ordering::Relaxed) > 0, "the swapper never ran");
+}
+
+/// A large directory is emptied by every worker, in batches of its files removed
+/// through the directory's descriptor. While they do, one such directory is exchanged
+/// whole with a symlink to a canary holding the same names, and in another some files
+/// are exchanged with symlinks to the canary's files or, once removed, come back as
+/// directories (a name listed as a file that is a directory when a batch gets to it).
+/// Nothing in the canary is ever removed.
+#[test]
+fn a_large_directory_shared_between_workers_never_reaches_a_canary() {
+    const RUNS: usize = 40;
+    const FILES: usize = 3_000;
+    let sandbox = Sandbox::on_tmpfs();
+    let canary = sandbox.path("flat-canary");
+    plant_named_canary(&canary, FILES);
+    let t = sandbox.target.clone();
+    // Exchanged whole; and the one whose files are exchanged (never through the first:
+    // the swapper would then exchange the canary's own files).
+    let (flat, files) = (t.join("flat"), t.join("files"));
+    let (swaps, mut incomplete) = (AtomicU64::new(0), 0);
+    for run in 0..RUNS {
+        if fs::symlink_metadata(&flat).is_ok_and(|m| m.file_type().is_symlink()) {
+            fs::remove_file(&flat).expect("rm symlink");
+        }
+        // Filling through a symlink left by the swapper would write into the canary.
+        let _ = fs::remove_dir_all(&files);
+        fill(&flat, FILES);
+        fill(&files, FILES);
+        let _ = symlink(&canary, t.join(".flat-swap"));
+        let mut pairs = vec![(flat.clone(), t.join(".flat-swap"))];
+        for i in (7..FILES).step_by(401) {
+            let link = files.join(format!(".l{i}"));
+            let _ = symlink(canary.join(format!("f{i}")), &link);
+            pairs.push((files.join(format!("f{i}")), link));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = swapper(pairs, canary.clone(), stop.clone());
+        let output = clean_with_jobs(&t, JOBS);
+        stop.store(true, Ordering::Relaxed);
+        swaps.fetch_add(handle.join().expect("swapper"), Ordering::Relaxed);
+        let err = stderr(&output);
+        match output.status.code() {
+            Some(0) => assert!(err.contains("emptied"), "run {run}: {err}"),
+            Some(1) => {
+                assert!(
+                    err.contains("kept changing") || err.contains(" left: "),
+                    "run {run}: {err}"
+                );
+                incomplete += 1;
+            }
+            other => panic!("run {run}: {other:?} {err}"),
+        }
+        assert_named_canary(&canary, FILES, run);
+        sandbox.assert_canary();
+    }
+    eprintln!(
+        "{RUNS} runs of {FILES} files at {JOBS} workers, {} exchanges, {incomplete} left \
+         something the writer recreated",
+        swaps.load(Ordering::Relaxed)
+    );
+    assert!(swaps.load(Ordering::Relaxed) > 0, "the swapper never ran");
+}
+
+/// A directory of many files at full concurrency, nothing racing: every file is
+/// counted once, bytes included, whichever worker removed it.
+#[test]
+fn a_large_directory_shared_between_workers_is_counted_exactly() {
+    let sandbox = Sandbox::on_tmpfs();
+    let flat = sandbox.target.join("flat");
+    fs::create_dir_all(&flat).expect("mkdir");
+    for i in 0..10_000 {
+        fs::write(flat.join(format!("f{i}")), "xy").expect("write");
+    }
+    let output = clean_with_jobs(&sandbox.target, JOBS);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    // 10,000 files of 2 bytes and their directory.
+    assert!(err.contains(": 10,001 entries, 19.5 KiB in "), "{err}");
+    assert_eq!(fs::read_dir(&sandbox.target).expect("ls").count(), 0);
+    sandbox.assert_canary();
 }
 
 /// Directories moved between two places inside the target, and one moved out next to a
