@@ -293,11 +293,12 @@ impl<'a> Walk<'a> {
     /// Gives the gathered batch to another worker, or removes it here when none may take it.
     fn offer_batch(&mut self) {
         let batch = std::mem::take(&mut self.batch);
-        if let Some(share) = self.share_files {
-            match share(batch) {
-                Ok(()) => {}
-                Err(back) => self.remove_entries(back),
-            }
+        let back = match self.share_files {
+            Some(share) => share(batch).err(),
+            None => Some(batch),
+        };
+        if let Some(back) = back {
+            self.remove_entries(back);
         }
     }
 

@@ -114,6 +114,40 @@ fn swapper(
     })
 }
 
+/// Cleans `target` at [`JOBS`] workers while [`swapper`] exchanges `pairs` (recreating
+/// links to `link_to`), adding its exchanges to `swaps`. The cleanup either emptied
+/// everything or left only what the writer recreated meanwhile; returns whether it left
+/// something.
+fn clean_while_swapping(
+    target: &Path,
+    pairs: Vec<(PathBuf, PathBuf)>,
+    link_to: &Path,
+    swaps: &AtomicU64,
+    run: usize,
+) -> bool {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = swapper(pairs, link_to.to_path_buf(), stop.clone());
+    let output = clean_with_jobs(target, JOBS);
+    stop.store(true, Ordering::Relaxed);
+    swaps.fetch_add(handle.join().expect("swapper"), Ordering::Relaxed);
+    let err = stderr(&output);
+    match output.status.code() {
+        Some(0) => {
+            assert!(err.contains("emptied"), "run {run}: {err}");
+            false
+        }
+        Some(1) => {
+            // Only what the writer recreated during the cleanup may be left.
+            assert!(
+                err.contains("kept changing") || err.contains(" left: "),
+                "run {run}: {err}"
+            );
+            true
+        }
+        other => panic!("run {run}: {other:?} {err}"),
+    }
+}
+
 /// Directory ↔ symlink-to-canary exchanges at depths 1, 3 and 5, plus an intermediate
 /// directory (holding a victim and more directories) exchanged with a symlink to the
 /// canary's parent, while eight workers walk a tree wide enough that every worker has
@@ -159,23 +193,8 @@ fn symlink_swaps_at_every_depth_never_reach_a_canary_at_full_concurrency() {
         fill(&middle.join("x/y"), FILES);
         let _ = symlink(&canary_parent, t.join(".m-swap"));
         pairs.push((middle.clone(), t.join(".m-swap")));
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = swapper(pairs, canary.clone(), stop.clone());
-        let output = clean_with_jobs(&t, JOBS);
-        stop.store(true, Ordering::Relaxed);
-        swaps.fetch_add(handle.join().expect("swapper"), Ordering::Relaxed);
-        let err = stderr(&output);
-        match output.status.code() {
-            Some(0) => assert!(err.contains("emptied"), "run {run}: {err}"),
-            Some(1) => {
-                // Only what the writer recreated during the cleanup may be left.
-                assert!(
-                    err.contains("kept changing") || err.contains(" left: "),
-                    "run {run}: {err}"
-                );
-                incomplete += 1;
-            }
-            other => panic!("run {run}: {other:?} {err}"),
+        if clean_while_swapping(&t, pairs, &canary, &swaps, run) {
+            incomplete += 1;
         }
         assert_named_canary(&canary, FILES, run);
         assert_named_canary(&canary_parent.join("victim"), FILES, run);
@@ -223,22 +242,8 @@ fn a_large_directory_shared_between_workers_never_reaches_a_canary() {
             let _ = symlink(canary.join(format!("f{i}")), &link);
             pairs.push((files.join(format!("f{i}")), link));
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = swapper(pairs, canary.clone(), stop.clone());
-        let output = clean_with_jobs(&t, JOBS);
-        stop.store(true, Ordering::Relaxed);
-        swaps.fetch_add(handle.join().expect("swapper"), Ordering::Relaxed);
-        let err = stderr(&output);
-        match output.status.code() {
-            Some(0) => assert!(err.contains("emptied"), "run {run}: {err}"),
-            Some(1) => {
-                assert!(
-                    err.contains("kept changing") || err.contains(" left: "),
-                    "run {run}: {err}"
-                );
-                incomplete += 1;
-            }
-            other => panic!("run {run}: {other:?} {err}"),
+        if clean_while_swapping(&t, pairs, &canary, &swaps, run) {
+            incomplete += 1;
         }
         assert_named_canary(&canary, FILES, run);
         sandbox.assert_canary();

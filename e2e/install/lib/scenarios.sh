@@ -109,11 +109,16 @@ load_failure_evidence() {
     tail -20 | cut -c1-400 | sed 's/^/      /' >&2
   echo "    the webhook pods' events:" >&2
   k -n "$SYSTEM_NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25 | sed 's/^/      /' >&2
+  pod_log_tails "$SYSTEM_NS"_prestop-injector- 15
+}
+# The last LINES lines of the logs on the node of the pods whose log directory starts
+# with PREFIX (namespace_podname-), on stderr.
+pod_log_tails() { # prefix lines
   local log
-  for log in /var/log/pods/"$SYSTEM_NS"_prestop-injector-*/*/*.log; do
+  for log in /var/log/pods/"$1"*/*/*.log; do
     [[ -f $log ]] || continue
     echo "    $log:" >&2
-    tail -15 "$log" | cut -c1-400 | sed 's/^/      /' >&2
+    tail -"$2" "$log" | cut -c1-600 | sed 's/^/      /' >&2
   done
 }
 
@@ -263,12 +268,7 @@ reaper_daemonset() {
     FAILS+=("the reaper empties the directory (60 s delay) within 150 s")
     # Why not, while its log is still on the node (the uninstall removes it).
     echo "    the reaper's log (its reasons):" >&2
-    local log
-    for log in /var/log/pods/prestop-reaper_*/*/*.log; do
-      [[ -f $log ]] || continue
-      echo "    $log:" >&2
-      tail -30 "$log" | cut -c1-600 | sed 's/^/      /' >&2
-    done
+    pod_log_tails prestop-reaper_ 30
   fi
   expect "the directory itself stays" test -d "$dir"
 }
