@@ -313,8 +313,13 @@ namespace_opt_in() {
   expect "the webhook's Deployment rolls out" rollout_done "$SYSTEM_NS" deploy/prestop-injector
   k create namespace e2e-optin >/dev/null
   k label ns e2e-optin kubernetes.io/metadata.name=e2e-optin prestop-injector.io/inject=enabled >/dev/null
+  # Ready pods are not yet a Service that routes to them: the Endpoints update and
+  # kube-proxy's rules follow the rollout, and with failurePolicy Fail a create in that
+  # moment is refused. Wait as a user previews: a server-side dry run that goes through.
+  previews() { k -n e2e-optin create --dry-run=server -f - <<<"$(optin_job)" >/dev/null 2>&1; }
+  expect "a server-side dry run goes through the webhook's Service within 30 s" wait_for 30 previews
   kc -n e2e-optin create -o json -f - <<<"$(optin_job)"
-  expect "a labelled namespace's unannotated Job is created" test "$STATUS" -eq 0
+  expect "a labelled namespace's unannotated Job is created ($(head -c 400 <<<"$ERR"))" test "$STATUS" -eq 0
   expect "and injected (status annotation on its template)" \
     jqt "$OUT" '.spec.template.metadata.annotations["prestop-injector.io/status"] != null'
   kc -n "$NS" create -o json -f - <<<"$(optin_job)"
