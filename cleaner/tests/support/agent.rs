@@ -91,9 +91,15 @@ impl Drop for NodeAgent {
 /// `start_agent SOCKET [ARGS...]` starts `$BIN node-agent --host-root ${HOST_ROOT:-/}
 /// --socket SOCKET ARGS...` in the background, logging to `SOCKET.log`, waits until it serves (10 s at
 /// most) and stops it when the script exits; `$AGENT` is its pid.
+///
+/// The log is emptied before the agent starts: a script that runs twice on one directory (once
+/// per kind of namespace) would otherwise find the first agent's `serving` line, go on
+/// before the second agent listens, and meet the first one's stale socket
+/// (ECONNREFUSED; CI saw it once under load, issue 32).
 pub const START_AGENT_SH: &str = r#"
 start_agent() {
   sock=$1; shift
+  : >"$sock.log"
   "$BIN" node-agent --host-root "${HOST_ROOT:-/}" --socket "$sock" "$@" 2>>"$sock.log" &
   AGENT=$!
   AGENTS="${AGENTS:-} $AGENT"
