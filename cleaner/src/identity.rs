@@ -116,6 +116,13 @@ pub(crate) fn check(
                 escape(host.as_bytes())
             ));
         }
+        // `ask` turns a `busy` that outlasted its patience into a refusal; never clean on it.
+        Some(Verdict::Busy) => {
+            return Err(format!(
+                "the node agent was busy and did not judge the node's {}",
+                escape(host.as_bytes())
+            ));
+        }
         Some(Verdict::Unreachable(why)) => {
             match_host(&host, suffix, mount, target.whole_filesystem)
                 .map_err(|refusal| format!("{refusal}; the node agent was not reachable: {why}"))?

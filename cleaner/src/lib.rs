@@ -25,6 +25,7 @@ pub mod agent;
 pub mod argv;
 pub mod as_user;
 mod expand;
+pub mod host_path;
 pub mod identity;
 mod jobs;
 pub mod mountinfo;

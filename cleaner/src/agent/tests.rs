@@ -1,3 +1,4 @@
+use super::protocol::{at_or_below, is_normalized};
 use super::*;
 
 #[test]
@@ -26,9 +27,12 @@ fn answers_are_one_line_of_the_protocol() {
         parse_answer(b"differs: x\n"),
         Some(Verdict::Differs("x".into()))
     );
+    // `busy` is not no; an earlier agent said it as a refusal.
+    assert_eq!(parse_answer(b"busy\n"), Some(Verdict::Busy));
+    assert_eq!(parse_answer(b"refused: busy\n"), Some(Verdict::Busy));
     assert_eq!(
-        parse_answer(b"refused: busy\n"),
-        Some(Verdict::Refused("busy".into()))
+        parse_answer(b"refused: busy elsewhere\n"),
+        Some(Verdict::Refused("busy elsewhere".into()))
     );
     for bad in [
         &b"same"[..],
@@ -83,19 +87,23 @@ fn agent_arguments_are_checked() {
             "--allow",
             "/a",
             "--allow",
-            "/b"
+            "/b/",
+            "--metrics-listen",
+            "0.0.0.0:9103"
         ]),
         Ok(AgentArgs {
             host_root: "/host".into(),
             socket: "/s".into(),
             allow: vec!["/a".into(), "/b".into()],
+            metrics_listen: Some("0.0.0.0:9103".into()),
         })
     );
     for bad in [
         &["--socket", "/s"][..],
         &["--host-root", "/h"],
         &["--host-root", "/h", "--socket", "/s", "--allow", "a/b"],
-        &["--host-root", "/h", "--socket", "/s", "--allow", "/a/"],
+        &["--host-root", "/h", "--socket", "/s", "--allow", "/a/../b"],
+        &["--host-root", "/h", "--socket", "/s", "--allow", "/a\nb"],
         &["--host-root", "/h", "--socket", "/s", "--socket", "/t"],
         &["--host-root", "/h", "--socket", "/s", "--bogus", "x"],
         &["--host-root", "/h", "--socket", "/s", "--allow"],

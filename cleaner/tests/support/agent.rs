@@ -27,6 +27,15 @@ impl NodeAgent {
     }
 
     pub fn start_with(host_root: &Path, allow: &[&str]) -> NodeAgent {
+        let allow: Vec<&str> = allow
+            .iter()
+            .flat_map(|prefix| ["--allow", prefix])
+            .collect();
+        NodeAgent::start_with_args(host_root, &allow)
+    }
+
+    /// An agent with `--host-root HOST_ROOT` and these further arguments.
+    pub fn start_with_args(host_root: &Path, args: &[&str]) -> NodeAgent {
         let dir = tempfile::Builder::new()
             .prefix("prestop-agent-")
             .tempdir()
@@ -42,9 +51,7 @@ impl NodeAgent {
             .arg(host_root)
             .arg("--socket")
             .arg(&socket);
-        for prefix in allow {
-            command.args(["--allow", prefix]);
-        }
+        command.args(args);
         let child = command
             .stdin(Stdio::null())
             .stderr(fs::File::create(&log).expect("log"))

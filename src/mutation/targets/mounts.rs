@@ -15,10 +15,7 @@ use serde_json::Value;
 /// Collapses `//`, drops `.` and a trailing `/`; `None` for relative paths or `..`.
 /// This is the strict form annotations and configuration use.
 pub fn normalize(path: &str) -> Option<String> {
-    if !path.starts_with('/') {
-        return None;
-    }
-    clean_segments(path)
+    prestop_clean::host_path::normalize(path)
 }
 
 /// `path.Clean("/" + mount_path)` as the kubelet computes it, except that `..`, control
@@ -27,29 +24,7 @@ pub fn kubelet_mount_path(mount_path: &str) -> Option<String> {
     if mount_path.is_empty() {
         return None;
     }
-    clean_segments(mount_path)
-}
-
-/// The segments of `path` joined below `/`; `None` on `..` or a control character.
-fn clean_segments(path: &str) -> Option<String> {
-    if path.chars().any(char::is_control) {
-        return None;
-    }
-    let mut cleaned = String::with_capacity(path.len() + 1);
-    for segment in path.split('/') {
-        match segment {
-            "" | "." => {}
-            ".." => return None,
-            segment => {
-                cleaned.push('/');
-                cleaned.push_str(segment);
-            }
-        }
-    }
-    if cleaned.is_empty() {
-        cleaned.push('/');
-    }
-    Some(cleaned)
+    prestop_clean::host_path::clean_segments(mount_path)
 }
 
 /// Whether `path` is `base` or lies below it (both normalized).
@@ -180,7 +155,7 @@ fn fixed_sub_path(path: &str) -> SubPath {
     if path.starts_with('/') {
         return SubPath::Invalid(path.to_owned());
     }
-    match clean_segments(path) {
+    match prestop_clean::host_path::clean_segments(path) {
         Some(cleaned) if cleaned == "/" => SubPath::Whole,
         Some(cleaned) => SubPath::Fixed(cleaned[1..].to_owned()),
         None => SubPath::Invalid(path.to_owned()),

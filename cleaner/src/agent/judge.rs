@@ -1,0 +1,157 @@
+//! The agent's one decision: is the directory a pod sent the node's directory at the host
+//! path it names?
+
+use std::os::fd::BorrowedFd;
+
+use rustix::fs::{fstat, major, minor, openat2, statat, AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{ResolveFlags, Stat};
+use rustix::io::{retry_on_intr, Errno};
+
+use super::peer::{self, Peer};
+use super::protocol::{at_or_below, is_normalized, shown};
+use crate::report::escape;
+
+/// `Ok` when `pod` is the node's directory at `host`; else the answer line.
+///
+/// It answers `same` only when the host path is absolute, normalized, at or below an
+/// `--allow` prefix (when any is given), the descriptor lies on no network or FUSE
+/// filesystem (known before it is touched: [`peer::filesystem_of`]), the path resolves
+/// below the node's root by `openat2(O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` (crossing mounts is allowed: a prefix may
+/// be its own disk or tmpfs), and both are directories with equal `(st_dev, st_ino)`.
+pub fn judge(
+    host: &[u8],
+    pod: BorrowedFd<'_>,
+    asker: &Peer,
+    root: BorrowedFd<'_>,
+    allow: &[Vec<u8>],
+) -> Result<(), String> {
+    let shown = shown(host);
+    if !is_normalized(host) {
+        return Err(format!(
+            "refused: the host path {shown} is not absolute and normalized"
+        ));
+    }
+    if !allow.is_empty() && !allow.iter().any(|prefix| at_or_below(host, prefix)) {
+        let prefixes: Vec<String> = allow.iter().map(|p| escape(p)).collect();
+        return Err(format!(
+            "refused: the host path {shown} is not at or below an allowed prefix ({})",
+            prefixes.join(", ")
+        ));
+    }
+    match peer::filesystem_of(pod, asker) {
+        Ok(fs) if peer::is_remote_or_userspace(&fs) => {
+            return Err(format!(
+                "refused: the pod's descriptor for {shown} is on a {} filesystem, whose server \
+                 may never answer: not judged",
+                escape(fs.as_bytes())
+            ))
+        }
+        Ok(_) => {}
+        Err(why) => {
+            return Err(format!(
+                "refused: cannot tell the filesystem of the pod's descriptor for {shown}: {why}"
+            ))
+        }
+    }
+    let pod_st =
+        fstat(pod).map_err(|err| format!("refused: cannot stat the pod's descriptor: {err}"))?;
+    if FileType::from_raw_mode(pod_st.st_mode) != FileType::Directory {
+        return Err(format!(
+            "refused: the pod's descriptor for {shown} is {}, not a directory",
+            kind(&pod_st)
+        ));
+    }
+    let pods = format!("the pod's directory is {}", identity(&pod_st));
+    let relative: &[u8] = if host == b"/" { b"." } else { &host[1..] };
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+    let mut opened = Err(Errno::AGAIN);
+    // EAGAIN: a rename or mount raced the lookup; try again.
+    for _ in 0..3 {
+        opened = retry_on_intr(|| openat2(root, relative, flags, Mode::empty(), resolve));
+        if !matches!(opened, Err(Errno::AGAIN)) {
+            break;
+        }
+    }
+    let node = match opened {
+        Ok(node) => node,
+        // A symlink in the middle is ELOOP (RESOLVE_NO_SYMLINKS); the last one is
+        // ENOTDIR (O_NOFOLLOW opens the link itself, which is no directory).
+        Err(err @ (Errno::LOOP | Errno::NOTDIR)) => {
+            return Err(match first_symlink(host, root) {
+                Some(at) if at == host => {
+                    format!("refused: the node's {shown} is a symlink on the node; {pods}")
+                }
+                Some(at) => format!(
+                    "refused: the node's {}, on the way to {shown}, is a symlink on the node; \
+                     {pods}",
+                    escape(at)
+                ),
+                None if err == Errno::LOOP => format!(
+                    "refused: a component of the node's {shown} is a symlink on the node; {pods}"
+                ),
+                None => format!(
+                    "differs: the node's {shown} is not a directory (or a component of it is \
+                     not); {pods}"
+                ),
+            })
+        }
+        Err(Errno::NOENT) => return Err(format!("differs: the node has no {shown}; {pods}")),
+        Err(err) => {
+            return Err(format!(
+                "refused: cannot resolve {shown} on the node: {err}; {pods}"
+            ))
+        }
+    };
+    let node_st = fstat(&node)
+        .map_err(|err| format!("refused: cannot stat the node's {shown}: {err}; {pods}"))?;
+    if (node_st.st_dev, node_st.st_ino) == (pod_st.st_dev, pod_st.st_ino) {
+        Ok(())
+    } else {
+        Err(format!(
+            "differs: the node's {shown} is {}; {pods}",
+            identity(&node_st)
+        ))
+    }
+}
+
+fn identity(st: &Stat) -> String {
+    format!(
+        "{}:{} inode {}",
+        major(st.st_dev),
+        minor(st.st_dev),
+        st.st_ino
+    )
+}
+
+fn kind(st: &Stat) -> &'static str {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "of an unknown type",
+    }
+}
+
+/// The first prefix of `host` that is a symlink below `root` (for the message only).
+fn first_symlink<'h>(host: &'h [u8], root: BorrowedFd<'_>) -> Option<&'h [u8]> {
+    let ends = host
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, &b)| b == b'/')
+        .map(|(i, _)| i)
+        .chain([host.len()]);
+    for end in ends {
+        let st = statat(root, &host[1..end], AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+            return Some(&host[..end]);
+        }
+    }
+    None
+}

@@ -1,0 +1,127 @@
+//! The node agent's wire protocol, one request per connection on a unix stream socket:
+//! - request: `prestop-identity 1 <N> <HOST>\n`, `N` the byte length of `HOST` in decimal
+//!   (no leading zero), the whole request at most [`MAX_REQUEST`] bytes, with **exactly one**
+//!   descriptor in `SCM_RIGHTS`: the cleaner's opened target directory;
+//! - answer: one line, `same`, `differs: <sentence>`, `refused: <sentence>` or `busy`;
+//!   every path in a sentence is escaped ([`escape`](crate::escape)), so an answer is
+//!   always one line.
+
+use std::time::Duration;
+
+use crate::report::escape;
+
+/// The longest request, header and newline included.
+pub const MAX_REQUEST: usize = 4096;
+/// How long either side waits for the other, for a whole request or a whole answer.
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(super) const MAGIC: &[u8] = b"prestop-identity 1 ";
+
+/// What the node agent said about an opened directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It is the node's directory at the host path.
+    Same,
+    /// It is not. The sentence speaks only of the pod's own directory: what the node has
+    /// at a path the pod does not hold is none of the pod's business (issue 32, the
+    /// oracle); the agent's log says it for the operator.
+    Differs(String),
+    /// The agent would not say (a path outside `--allow`, a descriptor on a network or
+    /// FUSE filesystem, …), or answered something that is not the protocol: the target
+    /// is not cleaned.
+    Refused(String),
+    /// Every place the agent gives the asking pod is taken: ask again later. `busy` is
+    /// not no ([`ask`](super::ask) retries within its patience).
+    Busy,
+    /// No agent answered (no socket, nobody listening, no answer within [`TIMEOUT`]):
+    /// the caller applies the rule that needs no node's word.
+    Unreachable(String),
+}
+
+/// `prestop-identity 1 <N> <HOST>\n`.
+pub fn encode_request(host: &[u8]) -> Vec<u8> {
+    let mut request = MAGIC.to_vec();
+    request.extend_from_slice(format!("{} ", host.len()).as_bytes());
+    request.extend_from_slice(host);
+    request.push(b'\n');
+    request
+}
+
+/// `same\n`, `differs: …\n`, `refused: …\n` or `busy\n` (and an earlier agent's
+/// `refused: busy\n`, which meant the same); anything else is `None`, including a control
+/// character in the line (the agent escapes every path), so that whatever answers on the
+/// socket cannot forge a line of the cleaner's output.
+pub fn parse_answer(answer: &[u8]) -> Option<Verdict> {
+    let line = std::str::from_utf8(answer.strip_suffix(b"\n")?).ok()?;
+    if line.chars().any(char::is_control) {
+        return None;
+    }
+    match line {
+        "same" => return Some(Verdict::Same),
+        "busy" | "refused: busy" => return Some(Verdict::Busy),
+        _ => {}
+    }
+    if let Some(why) = line.strip_prefix("differs: ") {
+        return Some(Verdict::Differs(why.to_owned()));
+    }
+    line.strip_prefix("refused: ")
+        .map(|why| Verdict::Refused(why.to_owned()))
+}
+
+/// A whole request's host path, `None` while incomplete, `Err` when it cannot become one.
+pub fn parse_request(bytes: &[u8]) -> Result<Option<&[u8]>, String> {
+    let not_ours = || "not a prestop-identity 1 request".to_owned();
+    let Some(rest) = bytes.strip_prefix(MAGIC) else {
+        return if MAGIC.starts_with(bytes) {
+            Ok(None)
+        } else {
+            Err(not_ours())
+        };
+    };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == rest.len() {
+        return if digits <= 4 {
+            Ok(None)
+        } else {
+            Err(not_ours())
+        };
+    }
+    if digits == 0 || digits > 4 || rest[0] == b'0' || rest[digits] != b' ' {
+        return Err(not_ours());
+    }
+    let length: usize = std::str::from_utf8(&rest[..digits])
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(not_ours)?;
+    let body = &rest[digits + 1..];
+    match body.len().cmp(&(length + 1)) {
+        std::cmp::Ordering::Less => Ok(None),
+        _ if body[length] != b'\n' => Err(not_ours()),
+        std::cmp::Ordering::Equal => Ok(Some(&body[..length])),
+        std::cmp::Ordering::Greater => Err("bytes follow the request".to_owned()),
+    }
+}
+
+/// Absolute, no empty, `.` or `..` component, no trailing `/` (except `/` itself), no NUL:
+/// what a cleaner sends (it renders host paths from the webhook's normalized form).
+pub(super) fn is_normalized(path: &[u8]) -> bool {
+    path == b"/"
+        || (path.starts_with(b"/")
+            && !path.contains(&0)
+            && path[1..]
+                .split(|&b| b == b'/')
+                .all(|c| !matches!(c, b"" | b"." | b"..")))
+}
+
+/// `path` is `prefix` or below it, component-wise.
+pub(super) fn at_or_below(path: &[u8], prefix: &[u8]) -> bool {
+    prefix == b"/"
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+}
+
+/// `host` escaped for a sentence.
+pub(super) fn shown(host: &[u8]) -> String {
+    escape(host)
+}

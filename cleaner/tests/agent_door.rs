@@ -1,0 +1,424 @@
+//! The node agent as a door any pod can lean on (issue 32, the fourth review's findings 5
+//! and 6): one pod's idle connections, a `busy` agent, a descriptor on a filesystem whose
+//! server never answers, a prefix written with a trailing `/`. Each attack runs against
+//! the real binary; the legitimate client next to it must still get its answer.
+
+mod support;
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::symlink;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use prestop_clean::agent::{ask, ask_with_patience, Verdict, PLACES_PER_PEER};
+use support::agent::{NodeAgent, START_AGENT_SH};
+use support::{is_root, skip, unshare, wait_until, Sandbox, BIN};
+
+/// `node/mnt/scratch/job` and an agent serving that node for `--allow /mnt/scratch`.
+fn node(sandbox: &Sandbox, extra: &[&str]) -> NodeAgent {
+    let root = sandbox.path("node");
+    fs::create_dir_all(root.join("mnt/scratch/job")).expect("mkdir");
+    let mut args = vec!["--allow", "/mnt/scratch"];
+    args.extend_from_slice(extra);
+    NodeAgent::start_with_args(&root, &args)
+}
+
+fn open(path: &Path) -> OwnedFd {
+    fs::File::open(path).expect("open").into()
+}
+
+/// A cgroup named as the kubelet names a pod's (`…/pod<uid>`), removed when dropped.
+struct PodCgroup {
+    top: PathBuf,
+    pod: PathBuf,
+}
+
+impl PodCgroup {
+    /// `None` (skipped, or failed under PRESTOP_REQUIRE_TOOLS) where no cgroup hierarchy
+    /// is writable.
+    fn new(uid: &str) -> Option<PodCgroup> {
+        if !is_root() {
+            skip("creating a pod's cgroup needs root");
+            return None;
+        }
+        let name = format!("prestop-test-{}", std::process::id());
+        for base in [
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup/pids",
+            "/sys/fs/cgroup",
+        ] {
+            let top = Path::new(base).join(&name);
+            let pod = top.join(format!("kubepods/besteffort/pod{uid}"));
+            if Path::new(base).join("cgroup.procs").is_file() && fs::create_dir_all(&pod).is_ok() {
+                return Some(PodCgroup { top, pod });
+            }
+        }
+        skip("no writable cgroup hierarchy");
+        None
+    }
+
+    /// A process in this cgroup that holds `count` connections to `socket` open without a
+    /// word, until it is killed.
+    fn hold_connections(&self, socket: &Path, count: usize) -> Holder {
+        let script = r#"
+import os, socket, sys
+with open(sys.argv[1], "w") as procs:
+    procs.write(str(os.getpid()))
+held = []
+for _ in range(int(sys.argv[3])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[2])
+    held.append(s)
+print("held", flush=True)
+sys.stdin.read()
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", script])
+            .arg(self.pod.join("cgroup.procs"))
+            .arg(socket)
+            .arg(count.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read");
+        assert_eq!(line, "held\n", "the holder did not connect");
+        Holder(child)
+    }
+}
+
+impl Drop for PodCgroup {
+    fn drop(&mut self) {
+        // Leaves first: a cgroup is removed only when empty, from the bottom up.
+        let mut dir = self.pod.clone();
+        while dir.starts_with(&self.top) {
+            let _ = fs::remove_dir(&dir);
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
+}
+
+struct Holder(Child);
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// How many requests the agent has turned away as busy, from its log.
+fn busy_answers(agent: &NodeAgent) -> usize {
+    agent
+        .log()
+        .lines()
+        .filter(|line| line.ends_with(": busy") || line.ends_with(": refused: busy"))
+        .count()
+}
+
+/// One pod's idle connections fill only that pod's share of the agent: another pod (here
+/// the test, outside any pod) is answered at once. Before, 16 idle connections of any pod
+/// made every cleaner on the node skip.
+#[test]
+fn idle_connections_of_one_pod_leave_other_pods_served() {
+    let sandbox = Sandbox::new();
+    let agent = node(&sandbox, &[]);
+    let Some(cgroup) = PodCgroup::new("0b5e1c9e-3f1d-4c1e-9a43-6f0e2c5d7a11") else {
+        return;
+    };
+    let _holder = cgroup.hold_connections(&agent.socket, 20);
+    // 20 connections: whatever the places, at least 4 are turned away, and they are the
+    // last the agent accepted, so all 20 have been seen.
+    assert!(
+        wait_until(Duration::from_secs(10), || busy_answers(&agent) >= 4),
+        "{}",
+        agent.log()
+    );
+    let job = open(&sandbox.path("node/mnt/scratch/job"));
+    let socket = agent.socket.to_str().expect("utf-8");
+    let started = Instant::now();
+    let verdict = ask_with_patience(socket, "/mnt/scratch/job", job.as_fd(), Duration::ZERO);
+    assert_eq!(verdict, Verdict::Same, "{}", agent.log());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    // The log names the pod the kernel says asked, not what it claimed.
+    assert!(
+        agent
+            .log()
+            .contains("pod 0b5e1c9e-3f1d-4c1e-9a43-6f0e2c5d7a11: -: busy"),
+        "{}",
+        agent.log()
+    );
+}
+
+/// `busy` is not no: a cleaner whose share is taken asks again, backing off, and is
+/// answered once a place frees. Before, it skipped its target at the first `busy`.
+#[test]
+fn busy_is_not_no_the_cleaner_asks_again() {
+    let sandbox = Sandbox::new();
+    let agent = node(&sandbox, &[]);
+    let held: Vec<UnixStream> = (0..20)
+        .map(|_| UnixStream::connect(&agent.socket).expect("connect"))
+        .collect();
+    assert!(
+        wait_until(Duration::from_secs(10), || busy_answers(&agent) >= 4),
+        "{}",
+        agent.log()
+    );
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        drop(held);
+    });
+    let job = open(&sandbox.path("node/mnt/scratch/job"));
+    let started = Instant::now();
+    let verdict = ask(
+        agent.socket.to_str().expect("utf-8"),
+        "/mnt/scratch/job",
+        job.as_fd(),
+    );
+    let waited = started.elapsed();
+    release.join().expect("release");
+    assert_eq!(verdict, Verdict::Same, "{}", agent.log());
+    assert!(waited >= Duration::from_millis(900), "{waited:?}");
+    assert!(
+        agent
+            .log()
+            .lines()
+            .filter(|line| line.ends_with(": busy"))
+            .count()
+            > 16,
+        "the cleaner was never turned away: {}",
+        agent.log()
+    );
+    // A share held for longer than the patience is a refusal that says so.
+    let before = busy_answers(&agent);
+    let _held: Vec<UnixStream> = (0..PLACES_PER_PEER + 2)
+        .map(|_| UnixStream::connect(&agent.socket).expect("connect"))
+        .collect();
+    assert!(wait_until(Duration::from_secs(5), || busy_answers(&agent)
+        >= before + 2));
+    let verdict = ask_with_patience(
+        agent.socket.to_str().expect("utf-8"),
+        "/mnt/scratch/job",
+        job.as_fd(),
+        Duration::from_millis(300),
+    );
+    let Verdict::Refused(why) = verdict else {
+        panic!("{verdict:?}")
+    };
+    assert!(why.contains("stayed busy for 0.3 s"), "{why}");
+}
+
+const FUSE_NEVER_ANSWERS: &str = r#"
+D=$1 BIN=$2
+mount --make-rprivate /
+mkdir -p "$D/node/mnt/scratch/job" "$D/node/mnt/scratch/fuse"
+HOST_ROOT="$D/node" start_agent "$D/agent.sock" --allow /mnt/scratch
+python3 - "$D" <<'PY'
+import os, socket, subprocess, sys, time
+d = sys.argv[1]
+# A FUSE filesystem whose server never answers: not even its INIT.
+dev = os.open("/dev/fuse", os.O_RDWR)
+subprocess.run(["mount", "-t", "fuse", "-o",
+                f"fd={dev},rootmode=40000,user_id=0,group_id=0",
+                "parked", f"{d}/node/mnt/scratch/fuse"], pass_fds=(dev,), check=True)
+parked = os.open(f"{d}/node/mnt/scratch/fuse", os.O_PATH | os.O_DIRECTORY)
+job = os.open(f"{d}/node/mnt/scratch/job", os.O_RDONLY | os.O_DIRECTORY)
+
+def send(host, fd):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect(f"{d}/agent.sock")
+    socket.send_fds(s, [b"prestop-identity 1 %d %s\n" % (len(host), host)], [fd])
+    return s
+
+def answer(s):
+    got = b""
+    try:
+        while not got.endswith(b"\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        return "no answer\n"
+    return got.decode()
+
+# More requests than the agent has places, all at once, each with the parked directory.
+pending = [send(b"/mnt/scratch/fuse", parked) for _ in range(20)]
+for s in pending:
+    print("parked:", answer(s), end="")
+started = time.monotonic()
+print("legit:", answer(send(b"/mnt/scratch/job", job)), end="")
+print("legit took %.1f s" % (time.monotonic() - started))
+PY
+"#;
+
+/// A descriptor on a filesystem whose server never answers (FUSE here, NFS on a node)
+/// cannot park the agent: its filesystem is known from the asker's mount table before
+/// anything touches it, and it is refused. Before, each such request parked a place in
+/// `fstat` for ever, and after 16 every cleaner on the node was told `busy`.
+#[test]
+fn a_descriptor_on_a_filesystem_that_never_answers_cannot_park_the_agent() {
+    if !Path::new("/dev/fuse").exists() {
+        skip("no /dev/fuse");
+        return;
+    }
+    let Some(unshare) = unshare(&["-m"]) else {
+        return;
+    };
+    let sandbox = Sandbox::new();
+    let output = Command::new(unshare)
+        .args(["-m", "sh", "-euc"])
+        .arg(format!("{START_AGENT_SH}{FUSE_NEVER_ANSWERS}"))
+        .arg("sh")
+        .arg(sandbox.dir.path())
+        .arg(BIN)
+        .output()
+        .expect("unshare");
+    let out = String::from_utf8_lossy(&output.stdout);
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{out}\n{err}");
+    let parked: Vec<&str> = out.lines().filter(|l| l.starts_with("parked: ")).collect();
+    assert_eq!(parked.len(), 20, "{out}");
+    assert!(
+        parked.iter().all(|line| line.ends_with(": busy")
+            || line.contains("is on a fuse filesystem, whose server may never answer")),
+        "{out}"
+    );
+    assert!(
+        parked.iter().any(|line| line.contains("fuse filesystem")),
+        "{out}"
+    );
+    assert!(out.contains("legit: same\n"), "{out}\n{err}");
+}
+
+/// A free port on 127.0.0.1 (bound, then released for the agent).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("bind")
+        .port()
+}
+
+fn get(address: &str, path: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: agent\r\n\r\n").expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a whole response");
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, body.to_owned())
+}
+
+/// The agent's probes and metrics, for the kubelet and Prometheus: counted answers, and
+/// a liveness that fails when no cleaner can reach the agent any more (its socket removed
+/// or replaced), so that the kubelet restarts it.
+#[test]
+fn the_agent_has_probes_and_metrics() {
+    let sandbox = Sandbox::new();
+    let address = format!("127.0.0.1:{}", free_port());
+    let agent = node(&sandbox, &["--metrics-listen", &address]);
+    let socket = agent.socket.to_str().expect("utf-8");
+    let job = open(&sandbox.path("node/mnt/scratch/job"));
+    assert_eq!(ask(socket, "/mnt/scratch/job", job.as_fd()), Verdict::Same);
+    assert!(matches!(
+        ask(socket, "/etc", job.as_fd()),
+        Verdict::Refused(_)
+    ));
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(
+            get(&address, probe),
+            ("HTTP/1.1 200 OK".into(), "ok\n".into())
+        );
+    }
+    let (status, metrics) = get(&address, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    for line in [
+        "prestop_injector_node_agent_answers_total{verdict=\"same\"} 1",
+        "prestop_injector_node_agent_answers_total{verdict=\"refused\"} 1",
+        "prestop_injector_node_agent_answers_total{verdict=\"busy\"} 0",
+        "prestop_injector_node_agent_requests_in_flight 0",
+        "prestop_injector_node_agent_judgements_stuck 0",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
+    }
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            promtool
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(metrics.as_bytes())
+                .expect("write");
+            let checked = promtool.wait_with_output().expect("promtool");
+            assert!(
+                checked.status.success(),
+                "{}{}",
+                String::from_utf8_lossy(&checked.stdout),
+                String::from_utf8_lossy(&checked.stderr)
+            );
+        }
+        Err(_) => skip("promtool (Debian's prometheus) is not installed"),
+    }
+    assert_eq!(get(&address, "/other").0, "HTTP/1.1 404 Not Found");
+    // A socket replaced behind the agent's back: no cleaner reaches this agent any more.
+    fs::remove_file(&agent.socket).expect("rm");
+    symlink("/dev/null", &agent.socket).expect("symlink");
+    let (status, body) = get(&address, "/healthz");
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
+    assert!(
+        body.contains("is no longer the socket the agent bound"),
+        "{body}"
+    );
+}
+
+/// One normalization for the webhook and the agent: a prefix written with a trailing `/`
+/// (as `config.allowedHostPathPrefixes={/mnt/scratch/}` passes it) is the same prefix.
+/// Before, the agent refused its `--allow` and exited on every node.
+#[test]
+fn a_prefix_written_with_a_trailing_slash_is_the_same_prefix() {
+    let sandbox = Sandbox::new();
+    let root = sandbox.path("node");
+    fs::create_dir_all(root.join("mnt/scratch/job")).expect("mkdir");
+    let agent = NodeAgent::start_with(&root, &["/mnt/scratch/", "//mnt/other/./"]);
+    assert!(
+        agent.log().contains("below /mnt/scratch, /mnt/other"),
+        "{}",
+        agent.log()
+    );
+    let job = open(&root.join("mnt/scratch/job"));
+    let socket = agent.socket.to_str().expect("utf-8");
+    assert_eq!(ask(socket, "/mnt/scratch/job", job.as_fd()), Verdict::Same);
+    let refused = Command::new(BIN)
+        .args(["node-agent", "--host-root", "/", "--socket"])
+        .arg(sandbox.path("never.sock"))
+        .args(["--allow", "/mnt/../etc"])
+        .output()
+        .expect("run");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("--allow /mnt/../etc is not an absolute path without .."),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
