@@ -81,10 +81,18 @@ fn chart_schema_rejects_bad_values() {
     let Some(helm) = common::helm() else {
         return;
     };
-    let cases: [(&str, &str); 17] = [
+    let cases: [(&str, &str); 19] = [
         ("mode=everywhere", "/mode"),
         (
             "config.allowedHostPathPrefixes={mnt/scratch}",
+            "allowedHostPathPrefixes",
+        ),
+        (
+            "config.allowedHostPathPrefixes={/mnt/scratch/}",
+            "allowedHostPathPrefixes",
+        ),
+        (
+            "config.allowedHostPathPrefixes={/mnt/../etc}",
             "allowedHostPathPrefixes",
         ),
         ("config.protectedHostPaths={relative}", "protectedHostPaths"),
@@ -121,6 +129,46 @@ fn chart_schema_rejects_bad_values() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "--set {value} was accepted");
         assert!(stderr.contains(named), "--set {value}: {stderr}");
+    }
+}
+
+/// One reading of a prefix for the webhook, the reaper and the node agent (issue 32: the
+/// chart took `/mnt/scratch/`, the webhook read it, the agent refused it and exited on
+/// every node): the chart takes exactly the values that are already in the one normal
+/// form (`prestop_clean::host_path::normalize`), which every component reads as written.
+#[test]
+fn chart_takes_only_prefixes_every_component_reads_alike() {
+    let Some(helm) = common::helm() else {
+        return;
+    };
+    for prefix in [
+        "/mnt/scratch",
+        "/mnt/scratch/",
+        "//mnt/scratch",
+        "/mnt/./scratch",
+        "/mnt/../etc",
+        "/mnt/..",
+        "/mnt/...",
+        "/mnt/.cache",
+        "/mnt/..x",
+        "/",
+        "/a b",
+    ] {
+        let normal = prestop_clean::host_path::normalize(prefix).as_deref() == Some(prefix);
+        let output = chart::helm_run(
+            &helm,
+            "template",
+            &[
+                "--set",
+                &format!("config.allowedHostPathPrefixes={{{prefix}}}"),
+            ],
+        );
+        assert_eq!(
+            output.status.success(),
+            normal,
+            "{prefix:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 }
 
@@ -506,7 +554,9 @@ fn chart_node_agent_and_the_webhook_config_follow_one_value() {
                 "--allow",
                 "/mnt/scratch",
                 "--allow",
-                "/data/tmp"
+                "/data/tmp",
+                "--metrics-listen",
+                "0.0.0.0:9103"
             ])
         );
         assert_eq!(

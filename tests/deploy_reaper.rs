@@ -314,6 +314,7 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
     for prefix in &config.allowed_host_path_prefixes {
         command.extend(["--allow".to_owned(), prefix.clone()]);
     }
+    command.extend(["--metrics-listen", "0.0.0.0:9103"].map(String::from));
     assert_eq!(agent["command"], json!(command));
     assert!(agent.get("args").is_none());
     assert_eq!(
@@ -339,7 +340,16 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
         agent["resources"],
         json!({"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}})
     );
-    for key in ["ports", "env", "lifecycle"] {
+    // Its metrics and probes on one port of the pod network, nothing on the node's.
+    assert_eq!(
+        agent["ports"],
+        json!([{"name": "agent-metrics", "containerPort": 9103, "protocol": "TCP"}])
+    );
+    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
+        assert_eq!(agent[probe]["httpGet"]["path"], path, "{probe}");
+        assert_eq!(agent[probe]["httpGet"]["port"], "agent-metrics", "{probe}");
+    }
+    for key in ["env", "lifecycle"] {
         assert!(agent.get(key).is_none(), "{key}");
     }
 }
