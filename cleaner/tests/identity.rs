@@ -353,11 +353,20 @@ intact /var/lib/kubelet
         ),
         "{err}"
     );
+    // The pod is told only that the node's directory there is not its own; what the node
+    // holds there is for the operator, in the agent's log (issue 32: no oracle).
     assert!(
         err.contains(
             "skipped /ctr/data: the node agent says the opened target is not the node's \
              /mnt/scratch/ci-7/var/lib/kubelet: the node's /mnt/scratch/ci-7/var/lib/kubelet \
-             is a symlink on the node; the pod's directory is "
+             is not the pod's directory (the pod's directory is "
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "[on the node: the node's /mnt/scratch/ci-7/var/lib/kubelet is a symlink on the \
+             node; the pod's directory is "
         ),
         "{err}"
     );
@@ -477,7 +486,11 @@ intact /run /srv
         "{err}"
     );
     assert!(
-        err.contains("not the node's /mnt/disk2: the node's /mnt/disk2 is 0:"),
+        err.contains("not the node's /mnt/disk2: the node's /mnt/disk2 is not the pod's directory"),
+        "{err}"
+    );
+    assert!(
+        err.contains("[on the node: the node's /mnt/disk2 is 0:"),
         "{err}"
     );
 }
@@ -707,8 +720,12 @@ intact /mnt/elsewhere
     assert!(
         err.contains(
             "skipped /ctr/b: the node agent says the opened target is not the node's /mnt/disk: \
-             the node's /mnt/disk is 0:"
+             the node's /mnt/disk is not the pod's directory (the pod's directory is 0:"
         ),
+        "{err}"
+    );
+    assert!(
+        err.contains("[on the node: the node's /mnt/disk is 0:"),
         "{err}"
     );
 }
@@ -742,9 +759,18 @@ count /mnt/scratch/job
         out, "other=1\nempty=1\nnarrow=1\n/mnt/scratch/job: 2\nstrict=0\n/mnt/scratch/job: 0\n",
         "{err}"
     );
+    assert_eq!(
+        err.matches(
+            "not the node's /mnt/scratch/job: the node's /mnt/scratch/job is not the pod's \
+             directory (the pod's directory is 0:"
+        )
+        .count(),
+        2,
+        "{err}"
+    );
     for sentence in [
-        "not the node's /mnt/scratch/job: the node's /mnt/scratch/job is 0:",
-        "not the node's /mnt/scratch/job: the node has no /mnt/scratch/job; the pod's directory is 0:",
+        "[on the node: the node's /mnt/scratch/job is 0:",
+        "[on the node: the node has no /mnt/scratch/job; the pod's directory is 0:",
         "not the node's /mnt/scratch/job: the host path /mnt/scratch/job is not at or below an \
          allowed prefix (/mnt/elsewhere)",
     ] {

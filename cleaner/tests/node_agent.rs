@@ -104,42 +104,66 @@ fn the_node_agent_answers_same_only_for_the_very_directory() {
     let job = open(&sandbox.path("node/mnt/scratch/job"));
     let other = open(&sandbox.path("node/mnt/scratch/other"));
     assert_eq!(ask(socket, "/mnt/scratch/job", job.as_fd()), Verdict::Same);
-    // The prefix above it, another directory, a missing one: differs, naming both.
-    let Verdict::Differs(why) = ask(socket, "/mnt/scratch", job.as_fd()) else {
-        panic!("the prefix above")
-    };
-    assert!(why.starts_with("the node's /mnt/scratch is "), "{why}");
-    assert!(why.contains("; the pod's directory is "), "{why}");
-    let Verdict::Differs(why) = ask(socket, "/mnt/scratch/job", other.as_fd()) else {
-        panic!("other directory")
-    };
-    assert!(why.contains("inode"), "{why}");
-    let Verdict::Differs(why) = ask(socket, "/mnt/scratch/gone", job.as_fd()) else {
-        panic!("missing")
-    };
-    assert!(
-        why.starts_with("the node has no /mnt/scratch/gone; "),
-        "{why}"
+    // The prefix above it, another directory, a missing one, a symlink on the node (even
+    // to the very directory), one on the way, one leading outside: to the pod, one and the
+    // same answer that speaks only of its own directory (issue 32: what it could tell
+    // apart mapped another uid's 0700 directory). The agent's log says which it was.
+    let theirs = format!(
+        "the pod's directory is {}",
+        identity_of(&sandbox.path("node/mnt/scratch/other"))
     );
-    // A symlink on the node, even to the very directory, and one leading outside.
-    for (host, at) in [
+    let ours = format!(
+        "the pod's directory is {}",
+        identity_of(&sandbox.path("node/mnt/scratch/job"))
+    );
+    for (host, dir, pods, logged) in [
+        ("/mnt/scratch", &job, &ours, "the node's /mnt/scratch is "),
+        (
+            "/mnt/scratch/job",
+            &other,
+            &theirs,
+            "the node's /mnt/scratch/job is ",
+        ),
+        (
+            "/mnt/scratch/gone",
+            &job,
+            &ours,
+            "the node has no /mnt/scratch/gone",
+        ),
         (
             "/mnt/scratch/link",
+            &job,
+            &ours,
             "the node's /mnt/scratch/link is a symlink on the node",
         ),
         (
             "/mnt/scratch/link/work",
+            &job,
+            &ours,
             "the node's /mnt/scratch/link, on the way to /mnt/scratch/link/work, is a symlink",
         ),
         (
             "/mnt/scratch/up/secret",
+            &job,
+            &ours,
             "the node's /mnt/scratch/up, on the way to",
         ),
     ] {
-        let Verdict::Refused(why) = ask(socket, host, job.as_fd()) else {
-            panic!("{host} not refused")
-        };
-        assert!(why.contains(at), "{why}");
+        let verdict = ask(socket, host, dir.as_fd());
+        assert_eq!(
+            verdict,
+            Verdict::Differs(format!(
+                "the node's {host} is not the pod's directory ({pods}); the node agent's log \
+                 on the node says why"
+            )),
+            "{host}"
+        );
+        let log = agent.log();
+        let line = log
+            .lines()
+            .rfind(|line| line.contains(&format!(": {host}: differs: ")))
+            .unwrap_or_else(|| panic!("{host} not logged: {log}"));
+        assert!(line.contains(&format!("[on the node: {logged}")), "{line}");
     }
     // Outside --allow, whatever it is.
     let secret = open(&sandbox.path("node/etc/secret"));
@@ -442,8 +466,8 @@ fn sigterm_stops_the_agent_with_status_0_and_each_request_is_logged_escaped() {
     let log = agent.log();
     let me = std::process::id();
     let line = format!(
-        "prestop-clean node-agent: pid {me} uid {}: /mnt/scratch/a\\nsame\\nb: differs: the node \
-         has no /mnt/scratch/a\\nsame\\nb; the pod's directory is ",
+        "prestop-clean node-agent: pid {me} uid {}: /mnt/scratch/a\\nsame\\nb: differs: the \
+         node's /mnt/scratch/a\\nsame\\nb is not the pod's directory",
         rustix::process::getuid().as_raw()
     );
     assert!(log.contains(&line), "no {line:?} in\n{log}");
@@ -451,6 +475,18 @@ fn sigterm_stops_the_agent_with_status_0_and_each_request_is_logged_escaped() {
         !log.lines().any(|l| l == "same" || l.starts_with("b:")),
         "{log}"
     );
+}
+
+/// `major:minor inode N` of a directory, as the agent names identities.
+fn identity_of(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(path).expect("stat");
+    format!(
+        "{}:{} inode {}",
+        rustix::fs::major(meta.dev()),
+        rustix::fs::minor(meta.dev()),
+        meta.ino()
+    )
 }
 
 /// Kills and reaps a child when dropped.

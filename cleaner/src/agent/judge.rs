@@ -1,5 +1,11 @@
 //! The agent's one decision: is the directory a pod sent the node's directory at the host
 //! path it names?
+//!
+//! What the pod is told speaks only of what the pod already has: its own directory, the
+//! path it asked about, the prefixes. What the node holds at that path when it is *not*
+//! the pod's directory — nothing, a file, a symlink, which component, another inode — is
+//! none of the pod's business: a tenant could map another uid's `0700` directory with it
+//! (issue 32, the oracle). That sentence goes to the agent's log, for the operator.
 
 use std::os::fd::BorrowedFd;
 
@@ -11,7 +17,25 @@ use super::peer::{self, Peer};
 use super::protocol::{at_or_below, is_normalized, shown};
 use crate::report::escape;
 
-/// `Ok` when `pod` is the node's directory at `host`; else the answer line.
+/// Why the answer is not `same`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotSame {
+    /// The answer line the pod gets.
+    pub answer: String,
+    /// What the node holds there, for the agent's log only.
+    pub on_the_node: Option<String>,
+}
+
+impl From<String> for NotSame {
+    fn from(answer: String) -> NotSame {
+        NotSame {
+            answer,
+            on_the_node: None,
+        }
+    }
+}
+
+/// `Ok` when `pod` is the node's directory at `host`; else what to answer and log.
 ///
 /// It answers `same` only when the host path is absolute, normalized, at or below an
 /// `--allow` prefix (when any is given), the descriptor lies on no network or FUSE
@@ -25,44 +49,57 @@ pub fn judge(
     asker: &Peer,
     root: BorrowedFd<'_>,
     allow: &[Vec<u8>],
-) -> Result<(), String> {
+) -> Result<(), NotSame> {
     let shown = shown(host);
     if !is_normalized(host) {
-        return Err(format!(
+        return Err(NotSame::from(format!(
             "refused: the host path {shown} is not absolute and normalized"
-        ));
+        )));
     }
     if !allow.is_empty() && !allow.iter().any(|prefix| at_or_below(host, prefix)) {
         let prefixes: Vec<String> = allow.iter().map(|p| escape(p)).collect();
-        return Err(format!(
+        return Err(NotSame::from(format!(
             "refused: the host path {shown} is not at or below an allowed prefix ({})",
             prefixes.join(", ")
-        ));
+        )));
     }
     match peer::filesystem_of(pod, asker) {
         Ok(fs) if peer::is_remote_or_userspace(&fs) => {
-            return Err(format!(
+            return Err(NotSame::from(format!(
                 "refused: the pod's descriptor for {shown} is on a {} filesystem, whose server \
                  may never answer: not judged",
                 escape(fs.as_bytes())
-            ))
+            )))
         }
         Ok(_) => {}
         Err(why) => {
-            return Err(format!(
+            return Err(NotSame::from(format!(
                 "refused: cannot tell the filesystem of the pod's descriptor for {shown}: {why}"
-            ))
+            )))
         }
     }
-    let pod_st =
-        fstat(pod).map_err(|err| format!("refused: cannot stat the pod's descriptor: {err}"))?;
+    let pod_st = fstat(pod).map_err(|err| {
+        NotSame::from(format!("refused: cannot stat the pod's descriptor: {err}"))
+    })?;
     if FileType::from_raw_mode(pod_st.st_mode) != FileType::Directory {
-        return Err(format!(
+        return Err(NotSame::from(format!(
             "refused: the pod's descriptor for {shown} is {}, not a directory",
             kind(&pod_st)
-        ));
+        )));
     }
     let pods = format!("the pod's directory is {}", identity(&pod_st));
+    on_the_node(host, &pod_st, root).map_err(|detail| NotSame {
+        answer: format!(
+            "differs: the node's {shown} is not the pod's directory ({pods}); the node \
+             agent's log on the node says why"
+        ),
+        on_the_node: Some(format!("{detail}; {pods}")),
+    })
+}
+
+/// `Ok` when the node's directory at `host` is `pod_st`'s; else what the node has there.
+fn on_the_node(host: &[u8], pod_st: &Stat, root: BorrowedFd<'_>) -> Result<(), String> {
+    let shown = shown(host);
     let relative: &[u8] = if host == b"/" { b"." } else { &host[1..] };
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
@@ -81,38 +118,29 @@ pub fn judge(
         Err(err @ (Errno::LOOP | Errno::NOTDIR)) => {
             return Err(match first_symlink(host, root) {
                 Some(at) if at == host => {
-                    format!("refused: the node's {shown} is a symlink on the node; {pods}")
+                    format!("the node's {shown} is a symlink on the node")
                 }
                 Some(at) => format!(
-                    "refused: the node's {}, on the way to {shown}, is a symlink on the node; \
-                     {pods}",
+                    "the node's {}, on the way to {shown}, is a symlink on the node",
                     escape(at)
                 ),
-                None if err == Errno::LOOP => format!(
-                    "refused: a component of the node's {shown} is a symlink on the node; {pods}"
-                ),
+                None if err == Errno::LOOP => {
+                    format!("a component of the node's {shown} is a symlink on the node")
+                }
                 None => format!(
-                    "differs: the node's {shown} is not a directory (or a component of it is \
-                     not); {pods}"
+                    "the node's {shown} is not a directory (or a component of it is \
+                     not)"
                 ),
             })
         }
-        Err(Errno::NOENT) => return Err(format!("differs: the node has no {shown}; {pods}")),
-        Err(err) => {
-            return Err(format!(
-                "refused: cannot resolve {shown} on the node: {err}; {pods}"
-            ))
-        }
+        Err(Errno::NOENT) => return Err(format!("the node has no {shown}")),
+        Err(err) => return Err(format!("cannot resolve {shown} on the node: {err}")),
     };
-    let node_st = fstat(&node)
-        .map_err(|err| format!("refused: cannot stat the node's {shown}: {err}; {pods}"))?;
+    let node_st = fstat(&node).map_err(|err| format!("cannot stat the node's {shown}: {err}"))?;
     if (node_st.st_dev, node_st.st_ino) == (pod_st.st_dev, pod_st.st_ino) {
         Ok(())
     } else {
-        Err(format!(
-            "differs: the node's {shown} is {}; {pods}",
-            identity(&node_st)
-        ))
+        Err(format!("the node's {shown} is {}", identity(&node_st)))
     }
 }
 

@@ -134,11 +134,16 @@ fn start(args: &AgentArgs) -> Result<(), String> {
         let _ = std::thread::Builder::new().spawn(move || {
             let (host, answer) = answer(&stream, &peer, &shared);
             drop(place);
-            // Logged before the client can act on the answer.
-            log(&peer, host.as_deref().unwrap_or(b"-"), &answer);
-            shared.stats.count(&answer);
+            // Logged before the client can act on the answer; what the node holds at a
+            // path that is not the pod's directory is logged, never answered.
+            let logged = match &answer.on_the_node {
+                Some(detail) => format!("{} [on the node: {detail}]", answer.line),
+                None => answer.line.clone(),
+            };
+            log(&peer, host.as_deref().unwrap_or(b"-"), &logged);
+            shared.stats.count(&answer.line);
             let _ = stream.set_write_timeout(Some(TIMEOUT));
-            let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
+            let _ = (&stream).write_all(format!("{}\n", answer.line).as_bytes());
         });
     }
     Err("the listening socket failed".to_owned())
@@ -227,9 +232,9 @@ fn log(peer: &Peer, host: &[u8], answer: &str) {
 }
 
 /// The host path asked about (when the request was readable) and the answer line.
-fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec<u8>>, String) {
+fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec<u8>>, Answer) {
     let (host, fd) = match read_request(stream) {
-        Err(why) => return (None, format!("refused: {why}")),
+        Err(why) => return (None, Answer::plain(format!("refused: {why}"))),
         Ok(request) => request,
     };
     // The judgement runs on a thread of its own, so that a descriptor or a node path that
@@ -264,7 +269,7 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
     if judged.is_err() {
         return (
             Some(host),
-            "refused: the node agent cannot start a thread".to_owned(),
+            Answer::plain("refused: the node agent cannot start a thread".to_owned()),
         );
     }
     let verdict = match told.recv_timeout(JUDGE_DEADLINE) {
@@ -283,15 +288,33 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
         }
     };
     let answer = match verdict {
-        Some(Ok(())) => "same".to_owned(),
-        Some(Err(answer)) => answer,
-        None => format!(
+        Some(Ok(())) => Answer::plain("same".to_owned()),
+        Some(Err(not_same)) => Answer {
+            line: not_same.answer,
+            on_the_node: not_same.on_the_node,
+        },
+        None => Answer::plain(format!(
             "refused: the node agent could not judge {} within {} s",
             shown(&host),
             JUDGE_DEADLINE.as_secs()
-        ),
+        )),
     };
     (Some(host), answer)
+}
+
+/// The line a client gets, and what only the log says.
+struct Answer {
+    line: String,
+    on_the_node: Option<String>,
+}
+
+impl Answer {
+    fn plain(line: String) -> Answer {
+        Answer {
+            line,
+            on_the_node: None,
+        }
+    }
 }
 
 /// Reads one whole request within [`TIMEOUT`]: the host path and the one descriptor.

@@ -97,7 +97,8 @@ impl Drop for NodeAgent {
 /// Shell functions for scripts that run in a mount namespace (`$BIN` set):
 /// `start_agent SOCKET [ARGS...]` starts `$BIN node-agent --host-root ${HOST_ROOT:-/}
 /// --socket SOCKET ARGS...` in the background, logging to `SOCKET.log`, waits until it serves (10 s at
-/// most) and stops it when the script exits; `$AGENT` is its pid.
+/// most) and stops it when the script exits, then appends its log to the script's stderr;
+/// `$AGENT` is its pid.
 ///
 /// The log is emptied before the agent starts: a script that runs twice on one directory (once
 /// per kind of namespace) would otherwise find the first agent's `serving` line, go on
@@ -110,7 +111,10 @@ start_agent() {
   "$BIN" node-agent --host-root "${HOST_ROOT:-/}" --socket "$sock" "$@" 2>>"$sock.log" &
   AGENT=$!
   AGENTS="${AGENTS:-} $AGENT"
-  trap 'kill $AGENTS 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+  AGENT_LOGS="${AGENT_LOGS:-} $sock.log"
+  # The agents' logs end the script's stderr: what the node holds where a pod's directory
+  # is not is said there (the operator's view), never to the pod.
+  trap 'kill $AGENTS 2>/dev/null || true; wait 2>/dev/null || true; for l in $AGENT_LOGS; do cat "$l" >&2; done' EXIT
   tries=0
   until grep -q serving "$sock.log" 2>/dev/null; do
     tries=$((tries + 1))
