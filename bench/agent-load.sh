@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The node agent under load (issue 31: "measure its CPU and memory on a node";
+# docs/BENCHMARKS.md, "The node agent"). Starts the release `prestop-clean node-agent` on
+# a node tree of its own (a directory of this machine standing in for the node's /),
+# then $CLIENTS client processes ask it $REQUESTS times each, as cleaners do (one
+# connection per request, the opened directory passed over SCM_RIGHTS), and prints:
+# requests/s, the answer latency (p50, p99, max) seen by the clients, the agent's CPU
+# time per 1,000 requests and its peak RSS (VmHWM), and its idle RSS before the load.
+#
+# Usage: bench/agent-load.sh [PRESTOP_CLEAN]   (default: target/release/prestop-clean)
+#        CLIENTS=8 REQUESTS=2000 bench/agent-load.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=${1:-${PRESTOP_CLEAN:-target/release/prestop-clean}}
+CLIENTS=${CLIENTS:-4}
+REQUESTS=${REQUESTS:-2000}
+[[ -x "$BIN" ]] || { echo "no $BIN: cargo build --release -p prestop-clean, or pass its path" >&2; exit 2; }
+
+DIR=$(mktemp -d /tmp/prestop-agent-load.XXXXXX)
+AGENT=""
+cleanup() { [[ -n "$AGENT" ]] && kill "$AGENT" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$DIR"; }
+trap cleanup EXIT
+mkdir -p "$DIR/node/mnt/scratch/job"
+"$BIN" node-agent --host-root "$DIR/node" --socket "$DIR/agent.sock" --allow /mnt/scratch \
+  2>"$DIR/agent.log" &
+AGENT=$!
+for _ in $(seq 100); do grep -q serving "$DIR/agent.log" 2>/dev/null && break; sleep 0.05; done
+grep -q serving "$DIR/agent.log" || { cat "$DIR/agent.log" >&2; exit 1; }
+
+status() { awk -v k="$1" '$1 == k":" {print $2}' "/proc/$AGENT/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$AGENT/stat"; }
+idle_rss=$(status VmRSS)
+ticks_before=$(cpu_ticks)
+
+python3 - "$DIR" "$CLIENTS" "$REQUESTS" <<'PY'
+import os, socket, statistics, sys, time
+from multiprocessing import Pool
+
+d, clients, requests = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+host = b"/mnt/scratch/job"
+line = b"prestop-identity 1 %d %s\n" % (len(host), host)
+
+def client(_):
+    job = os.open(f"{d}/node/mnt/scratch/job", os.O_RDONLY | os.O_DIRECTORY)
+    latencies, busy = [], 0
+    for _ in range(requests):
+        start = time.monotonic()
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(f"{d}/agent.sock")
+        socket.send_fds(s, [line], [job])
+        answer = s.recv(4096)
+        s.close()
+        latencies.append(time.monotonic() - start)
+        if answer == b"busy\n":
+            busy += 1
+        elif answer != b"same\n":
+            raise SystemExit(f"unexpected answer {answer!r}")
+    return latencies, busy
+
+start = time.monotonic()
+with Pool(clients) as pool:
+    results = pool.map(client, range(clients))
+elapsed = time.monotonic() - start
+latencies = sorted(l for ls, _ in results for l in ls)
+busy = sum(b for _, b in results)
+total = len(latencies)
+q = lambda p: latencies[min(total - 1, int(p * total))] * 1e3
+print(f"requests: {total} from {clients} clients in {elapsed:.2f} s: {total / elapsed:.0f}/s, busy {busy}")
+print(f"latency ms: p50 {q(0.50):.2f}  p99 {q(0.99):.2f}  max {latencies[-1] * 1e3:.2f}")
+with open(f"{d}/requests", "w") as f:
+    f.write(str(total))
+PY
+
+ticks=$(( $(cpu_ticks) - ticks_before ))
+hz=$(getconf CLK_TCK)
+total=$(cat "$DIR/requests")
+awk -v t="$ticks" -v hz="$hz" -v n="$total" \
+  'BEGIN { printf "agent CPU: %.1f ms per 1,000 requests (%.2f s in all)\n", t / hz * 1000 / n * 1000, t / hz }'
+echo "agent RSS: idle ${idle_rss} kB, peak $(status VmHWM) kB"
