@@ -109,8 +109,22 @@ pub(crate) fn check(
         .ok_or_else(|| format!("the mount point {at} is not a prefix of the target"))?;
     match node_agent.map(|socket| agent::ask(socket, &host, fd)) {
         Some(Verdict::Same) => whole_filesystem_allowed(&host, mount, target.whole_filesystem)?,
-        Some(Verdict::Differs(why) | Verdict::Refused(why)) => {
+        Some(Verdict::Differs(why)) => {
             // `why` holds no control character (agent::parse_answer): one line of ours.
+            // The agent names only this pod's own directory; what this container's own
+            // mount table shows is the pod's to say, and tells the operator where the
+            // kubelet's mount really led.
+            return Err(format!(
+                "the node agent says the opened target is not the node's {}: {why}; this \
+                 container's mount at {} shows {} of filesystem {}:{}",
+                escape(host.as_bytes()),
+                escape(&mount.mount_point),
+                escape(&mount.root),
+                mount.major,
+                mount.minor
+            ));
+        }
+        Some(Verdict::Refused(why)) => {
             return Err(format!(
                 "the node agent says the opened target is not the node's {}: {why}",
                 escape(host.as_bytes())

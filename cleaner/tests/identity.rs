@@ -370,6 +370,11 @@ intact /var/lib/kubelet
         ),
         "{err}"
     );
+    // Where the kubelet's mount really led is the pod's own to tell (its mount table).
+    assert!(
+        err.contains("; this container's mount at /ctr/data shows /var/lib/kubelet of filesystem "),
+        "{err}"
+    );
 }
 
 /// `/mnt/scratch/containerd` → `/run/containerd`, on a tmpfs of its own: the mount's
