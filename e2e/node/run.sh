@@ -69,14 +69,29 @@ suite_traps
 cluster_pki prestop-e2e-node-ca
 cluster_start "$NS"
 
+# --- the node agent --------------------------------------------------------------------
+# The node's scratch prefixes: nothing outside them is ever cleaned. $HOST/protected and
+# the canaries the scenarios plant beside their directories are not among them.
+PREFIXES=("$HOST/seed" "$HOST/sleep70" "$HOST/finished" "$HOST/cleaner/package" "$HOST/no-shell" "$HOST/reaped" "$HOST/allowed")
+# A process of the node, as the DaemonSet's container is on a cluster (docs/INSTALL.md,
+# "The node agent"): every injected cleaner asks it whether the directory it opened is
+# the node's, from a real container of the kubelet's (its pod known from its cgroup, its
+# descriptor's filesystem from its own mount table).
+AGENT_DIR="$WORK/agent"
+if [[ -n "$CLEANER_BIN" ]]; then
+  "$CLEANER_BIN" node-agent --host-root / --socket "$AGENT_DIR/agent.sock" \
+    $(printf -- '--allow %s ' "${PREFIXES[@]}") >>"$WORK/agent.log" 2>&1 &
+  PIDS+=("$!")
+  wait_for 10 grep -q serving "$WORK/agent.log" || { log "the node agent did not start"; cat "$WORK/agent.log" >&2; exit 1; }
+fi
+
 # --- the webhook -----------------------------------------------------------------------
 CONFIG="$WORK/config.yaml"
 {
   echo "orphanDelete: warn"
-  # The node's scratch prefixes: nothing outside them is ever cleaned. $HOST/protected and
-  # the canaries the scenarios plant beside their directories are not among them.
-  echo "allowedHostPathPrefixes: [$HOST/seed, $HOST/sleep70, $HOST/finished, $HOST/cleaner/package, $HOST/no-shell, $HOST/reaped, $HOST/allowed]"
+  echo "allowedHostPathPrefixes: [$(IFS=,; echo "${PREFIXES[*]}" | sed 's/,/, /g')]"
   [[ -n "$CLEANER_BIN" ]] && echo "cleaner: {image: localhost/prestop-e2e/cleaner:dev}"
+  [[ -n "$CLEANER_BIN" ]] && echo "nodeAgent: {hostDirectory: $AGENT_DIR}"
 } >"$CONFIG"
 start_webhook "$CONFIG"
 k create namespace "$NS" >/dev/null || exit 1

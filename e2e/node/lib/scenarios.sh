@@ -58,6 +58,8 @@ seed_with_webhook() {
   expect "the pod runs within 60 s" wait_for 60 pod_running "$pods"
   expect "its file appears on the node within 30 s" wait_for 30 has_file "$dir/test.txt"
   expect "with the container's content" test "$(cat "$dir/test.txt" 2>/dev/null)" = "Hello job-worker"
+  local pod_uid
+  pod_uid=$(k get pods -l "$pods" -o json | jq -r '.items[0].metadata.uid')
   local t0=$(date +%s)
   kc delete job job-worker --cascade=background --wait=false
   expect "kubectl delete job --cascade=background succeeds" test "$STATUS" -eq 0
@@ -68,6 +70,12 @@ seed_with_webhook() {
   expect "the pod goes away within 90 s" wait_for 90 no_pods "$pods"
   expect "the host directory itself stays" test -d "$dir"
   expect "no FailedPreStopHook event" lacks "$(events_for job-worker)" 'FailedPreStopHook'
+  if [[ -n "$CLEANER_BIN" ]]; then
+    # The kernel's word on who asked (SO_PEERCRED, then the process's cgroup) is the very
+    # pod the API server named; its directory is the node's.
+    expect "the node agent answered the hook same, naming the pod the API knows ($pod_uid)" \
+      grep -qF "pod $pod_uid: $dir: same" "$WORK/agent.log"
+  fi
   log "seed Job: host directory emptied $emptied s after the delete"
 }
 
