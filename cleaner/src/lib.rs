@@ -30,6 +30,7 @@ pub mod identity;
 mod jobs;
 pub mod mountinfo;
 pub mod prefix;
+pub mod protected;
 mod report;
 mod target;
 mod walk;

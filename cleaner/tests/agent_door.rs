@@ -9,7 +9,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -428,4 +428,81 @@ fn a_prefix_written_with_a_trailing_slash_is_the_same_prefix() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+}
+
+/// A prefix behind a symlink is the operator's layout, not an attack (issue 32, finding
+/// 1): on RHCOS `/mnt` is a link to `var/mnt`. The agent resolves the allowed prefix by
+/// the one rule the reaper uses (`prestop_clean::prefix`: root's links in directories
+/// only root can write), and follows nothing below it. Before, every hook on such a node
+/// was refused, and all cleaning fell to the reaper.
+#[test]
+fn a_prefix_behind_a_root_owned_symlink_is_the_nodes_layout() {
+    if !is_root() {
+        skip("the links must be root's");
+        return;
+    }
+    let sandbox = Sandbox::new();
+    let root = sandbox.path("node");
+    fs::create_dir_all(root.join("var/mnt/scratch/job")).expect("mkdir");
+    fs::create_dir_all(root.join("var/mnt/scratch/other")).expect("mkdir");
+    symlink("var/mnt", root.join("mnt")).expect("symlink");
+    symlink("job", root.join("var/mnt/scratch/link")).expect("symlink");
+    let agent = NodeAgent::start_with(&root, &["/mnt/scratch"]);
+    let socket = agent.socket.to_str().expect("utf-8");
+    let job = open(&root.join("var/mnt/scratch/job"));
+    assert_eq!(
+        ask(socket, "/mnt/scratch/job", job.as_fd()),
+        Verdict::Same,
+        "{}",
+        agent.log()
+    );
+    // Below the prefix nothing is followed, root's link or not.
+    assert!(matches!(
+        ask(socket, "/mnt/scratch/link", job.as_fd()),
+        Verdict::Differs(_)
+    ));
+    assert!(
+        agent
+            .log()
+            .contains("[on the node: the node's /mnt/scratch/link (on the node /var/mnt/scratch/link) is a symlink on the node"),
+        "{}",
+        agent.log()
+    );
+    // The way to the prefix must be root's alone: a link another user owns, or one in a
+    // directory others may write, is not followed.
+    rustix::fs::chownat(
+        rustix::fs::CWD,
+        root.join("mnt"),
+        Some(rustix::fs::Uid::from_raw(65534)),
+        None,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .expect("lchown");
+    assert!(matches!(
+        ask(socket, "/mnt/scratch/job", job.as_fd()),
+        Verdict::Differs(_)
+    ));
+    assert!(
+        agent
+            .log()
+            .contains("/mnt is a symlink owned by uid 65534, not root"),
+        "{}",
+        agent.log()
+    );
+    rustix::fs::chownat(
+        rustix::fs::CWD,
+        root.join("mnt"),
+        Some(rustix::fs::Uid::ROOT),
+        None,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .expect("lchown");
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert!(matches!(
+        ask(socket, "/mnt/scratch/job", job.as_fd()),
+        Verdict::Differs(_)
+    ));
+    assert!(agent.log().contains("others may write"), "{}", agent.log());
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert_eq!(ask(socket, "/mnt/scratch/job", job.as_fd()), Verdict::Same);
 }

@@ -88,18 +88,70 @@ pub fn judge(
         )));
     }
     let pods = format!("the pod's directory is {}", identity(&pod_st));
-    on_the_node(host, &pod_st, root).map_err(|detail| NotSame {
-        answer: format!(
-            "differs: the node's {shown} is not the pod's directory ({pods}); the node \
+    real_path(host, root, allow)
+        .and_then(|real| on_the_node(host, &real, &pod_st, root))
+        .map_err(|detail| NotSame {
+            answer: format!(
+                "differs: the node's {shown} is not the pod's directory ({pods}); the node \
              agent's log on the node says why"
-        ),
-        on_the_node: Some(format!("{detail}; {pods}")),
-    })
+            ),
+            on_the_node: Some(format!("{detail}; {pods}")),
+        })
 }
 
-/// `Ok` when the node's directory at `host` is `pod_st`'s; else what the node has there.
-fn on_the_node(host: &[u8], pod_st: &Stat, root: BorrowedFd<'_>) -> Result<(), String> {
-    let shown = shown(host);
+/// Where `host` is on the node: the allowed prefix it lies below (the longest), resolved by
+/// the one rule for a prefix behind a symlink ([`crate::prefix::resolve_prefix`]: only
+/// root's links in directories only root can write, RHCOS's `/mnt -> var/mnt`), and the
+/// rest exactly as spelled, where no symlink is ever followed. Without `--allow`, as
+/// spelled.
+fn real_path(host: &[u8], root: BorrowedFd<'_>, allow: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+    let Some(prefix) = allow
+        .iter()
+        .filter(|prefix| at_or_below(host, prefix))
+        .max_by_key(|prefix| prefix.len())
+    else {
+        return Ok(host.to_vec());
+    };
+    if prefix.as_slice() == b"/" {
+        return Ok(host.to_vec());
+    }
+    let mut real = crate::prefix::resolve_prefix(root, prefix)?;
+    // Only root can make the links followed, but no link may lead into the node's own
+    // directories (an operator's `/mnt/disk -> /run`): the webhook's protected list,
+    // applied to where the prefix really is.
+    if let Some(entry) = std::str::from_utf8(&real)
+        .ok()
+        .and_then(crate::protected::protected_entry_of)
+    {
+        return Err(format!(
+            "the allowed prefix {} is {} on the node, which meets the protected host \
+             directory {entry}",
+            escape(prefix),
+            escape(&real)
+        ));
+    }
+    let rest = &host[prefix.len()..];
+    if real == b"/" && !rest.is_empty() {
+        real.clear();
+    }
+    real.extend_from_slice(rest);
+    Ok(real)
+}
+
+/// `Ok` when the node's directory at `real` (where `host` is on the node) is `pod_st`'s;
+/// else what the node has there.
+fn on_the_node(
+    host: &[u8],
+    real: &[u8],
+    pod_st: &Stat,
+    root: BorrowedFd<'_>,
+) -> Result<(), String> {
+    let shown = if real == host {
+        shown(host)
+    } else {
+        format!("{} (on the node {})", shown(host), escape(real))
+    };
+    let host = real;
     let relative: &[u8] = if host == b"/" { b"." } else { &host[1..] };
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;

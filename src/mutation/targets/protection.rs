@@ -13,87 +13,9 @@ use super::host::HostPath;
 use super::mounts::normalize;
 use crate::config::Config;
 
-/// Trees nothing below may be cleaned: the node's system, its runtimes and storage
-/// drivers, and host directories that are symlinks on common distros (`/var/lock` →
-/// `/run/lock`, `/var/roothome` and `/var/home` on Fedora CoreOS / RHCOS): cleaning
-/// through a symlink cleans its target.
-///
-/// Trees, not exact entries, for the distribution layouts at the end: everything below
-/// them is node or storage state under another name (`/mnt/stateful_partition/var/lib/
-/// kubelet` on COS, `/local/var/…` behind Bottlerocket's `/var`, the OSTree deployments
-/// under `/sysroot`), a PV's data (`/opt/local-path-provisioner/pvc-…`, `/mnt/disks/ssd0`
-/// on GKE, `/mnt/k8s-disks/0` on EKS, which also holds containerd and the kubelet when the
-/// instance store is used for them), a storage daemon's own state (`/var/lib/rook`), a
-/// package's variable data (`/var/opt/<package>`, FHS), or the reaper's state file. Found in
-/// public manifests (issue 26): local-static-provisioner discovers its PVs under
-/// `/mnt/disks` and `/mnt/fast-disks`, csi-driver-host-path keeps every volume under
-/// `/var/lib/csi-hostpath-data`, and kind nodes keep their state under `/kind`.
-pub const PROTECTED_TREES: &[&str] = &[
-    "/bin",
-    "/boot",
-    "/dev",
-    "/etc",
-    "/proc",
-    "/root",
-    "/run",
-    "/sbin",
-    "/sys",
-    "/usr",
-    "/var/log",
-    "/var/run",
-    "/var/lock",
-    "/var/lib/kubelet",
-    "/var/lib/containerd",
-    "/var/lib/docker",
-    "/var/lib/containers",
-    "/var/lib/etcd",
-    "/var/lib/cni",
-    "/opt/cni",
-    "/var/lib/calico",
-    "/var/lib/rancher",
-    "/var/lib/k0s",
-    "/var/snap",
-    "/var/lib/kube-proxy",
-    "/var/lib/longhorn",
-    "/var/openebs",
-    "/var/lib/dpkg",
-    "/var/lib/apt",
-    "/var/lib/rpm",
-    "/var/lib/systemd",
-    "/var/roothome",
-    "/var/home",
-    "/home/kubernetes",
-    "/mnt/stateful_partition",
-    "/local",
-    "/sysroot",
-    "/mnt/k8s-disks",
-    "/mnt/disks",
-    "/mnt/fast-disks",
-    "/var/lib/csi-hostpath-data",
-    "/kind",
-    "/var/lib/rook",
-    "/opt/local-path-provisioner",
-    "/var/opt",
-    REAPER_STATE_TREE,
-];
-
-/// Where the reaper keeps its state file (its `--state-file` default lies below): a
-/// cleanup that emptied it would make the reaper forget what it owes.
-pub const REAPER_STATE_TREE: &str = "/var/lib/prestop-injector";
-
-/// Directories that protect only themselves: their subdirectories (`/var/lib/myjob`,
-/// `/tmp/job`, `/mnt/scratch`) are where scratch space usually lives.
-pub const PROTECTED_EXACT: &[&str] = &[
-    "/", "/home", "/opt", "/srv", "/var", "/var/lib", "/tmp", "/var/tmp", "/mnt",
-];
-
-/// `/lib`, `/lib32`, `/lib64`, `/libx32`, …: the protected `/lib*` is a glob on the first
-/// segment, conservative on purpose (it also protects `/library`).
-fn is_lib_tree(path: &str) -> bool {
-    path.split('/')
-        .nth(1)
-        .is_some_and(|first| first.starts_with("lib"))
-}
+pub use prestop_clean::protected::{
+    is_lib_tree, PROTECTED_EXACT, PROTECTED_TREES, REAPER_STATE_TREE,
+};
 
 /// The protected entry a host path is inside of or contains; `None` when it may be cleaned.
 pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
