@@ -224,3 +224,14 @@ fn the_latency_alert_is_half_the_webhook_timeout() {
         );
     }
 }
+
+/// README's table of alerts lists every alert of the rule file, linked to its runbook.
+#[test]
+fn the_readme_lists_every_alert() {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).unwrap();
+    for alert in alerts() {
+        let name = alert["alert"].as_str().unwrap();
+        let row = format!("| [`{name}`](docs/RUNBOOKS.md#{})", name.to_lowercase());
+        assert!(readme.contains(&row), "README.md has no row {row}");
+    }
+}
