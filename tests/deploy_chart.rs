@@ -13,7 +13,7 @@ use chart::{one, render};
 use serde_json::{json, Value};
 
 /// Value sets that between them switch every template on: the default install, the
-/// other mode with cert-manager, the reaper and the ServiceMonitor, and overrides.
+/// other mode with cert-manager, the reaper and the monitoring objects, and overrides.
 const VALUE_SETS: [&[&str]; 3] = [
     &[],
     &[
@@ -24,6 +24,8 @@ const VALUE_SETS: [&[&str]; 3] = [
         "--set=config.allowedHostPathPrefixes={/mnt/scratch,/data/tmp}",
         "--set=config.protectedHostPaths={/data/keep}",
         "--set=serviceMonitor.enabled=true",
+        "--set=prometheusRule.enabled=true",
+        "--set=dashboards.enabled=true",
         "--set=priorityClassName=high",
         "--set=podDisruptionBudget.minAvailable=50%",
     ],

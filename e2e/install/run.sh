@@ -82,6 +82,8 @@ source "$HERE/lib/kustomize.sh"
 source "$HERE/lib/helm.sh"
 # shellcheck source=lib/scenarios.sh
 source "$HERE/lib/scenarios.sh"
+# shellcheck source=lib/prometheus.sh
+source "$HERE/lib/prometheus.sh"
 
 # shellcheck source=../node/lib/suite.sh
 source "$ROOT/e2e/node/lib/suite.sh"
@@ -94,6 +96,7 @@ suite_before_stop() {
   fi
 }
 suite_after_stop() {
+  prometheus_stop
   if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then ip link del "$NODE_BRIDGE"; fi
   if ((ROOT_MADE_SHARED)); then mount --make-private /; fi
 }

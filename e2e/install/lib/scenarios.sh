@@ -361,6 +361,8 @@ run_install_pass() { # method
   # cluster-wide install with the reaper.
   if declare -F "scenarios_$M" >/dev/null; then "scenarios_$M"; fi
   scenario "$M: the reaper DaemonSet (out of dry-run) empties a force-deleted pod's directory" reaper_daemonset
+  # After the suite's traffic and the reaper's work (lib/prometheus.sh, issue 33).
+  scenario "$M: a real Prometheus scrapes webhook, reaper and agent; every dashboard query and alert evaluates" prometheus_live
   scenario "$M: uninstall leaves no webhook configuration; Jobs are still created" uninstall_then_create
   scenario "$M: namespace-opt-in: a labelled namespace's unannotated Job is injected; uninstall" namespace_opt_in
 }
