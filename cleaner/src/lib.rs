@@ -28,6 +28,7 @@ mod expand;
 pub mod identity;
 mod jobs;
 pub mod mountinfo;
+pub mod prefix;
 mod report;
 mod target;
 mod walk;
@@ -41,6 +42,7 @@ use rustix::fs::{fstatvfs, StatVfsMountFlags};
 pub use jobs::{
     default_jobs, jobs_from_env, JOBS_ENV, MAX_DEFAULT_JOBS, MAX_JOBS, WORKERS_PER_CPU,
 };
+pub use prefix::resolve_prefix;
 pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
 pub use target::check_target;
 pub use walk::WINDOW;
