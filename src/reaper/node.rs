@@ -221,6 +221,7 @@ impl Reaper {
             node_root: self.node_root.clone(),
             client: self.api.clone(),
             pods: self.ledger.known_pods().cloned().collect(),
+            prefixes: self.config.allowed_host_path_prefixes.clone(),
         };
         users::check(check, location.into(), directory.to_owned())
             .await
@@ -235,6 +236,7 @@ impl Reaper {
             node_root: self.node_root.clone(),
             client: self.api.clone(),
             pods: self.ledger.known_pods().cloned().collect(),
+            prefixes: self.config.allowed_host_path_prefixes.clone(),
         }
         .for_walk()
         .await

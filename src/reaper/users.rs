@@ -31,6 +31,8 @@ pub struct Check {
     pub client: Option<kube::Client>,
     /// The pods bound to the node, as the watch knows them.
     pub pods: Vec<KnownPod>,
+    /// The allowed prefixes, each resolved on the node before the candidate is opened.
+    pub prefixes: Vec<String>,
 }
 
 /// Whether anything on the node uses `directory` (host path), which the walk would
@@ -45,6 +47,7 @@ pub async fn check(check: Check, location: PathBuf, directory: String) -> Result
             &claims,
             &location,
             &directory,
+            &check.prefixes,
         )
     })
     .await;
@@ -58,6 +61,7 @@ pub struct Repeat {
     node_root: Option<PathBuf>,
     pods: Vec<KnownPod>,
     claims: Vec<ClaimUse>,
+    prefixes: Vec<String>,
 }
 
 impl Check {
@@ -68,6 +72,7 @@ impl Check {
             node_root: self.node_root,
             pods: self.pods,
             claims,
+            prefixes: self.prefixes,
         }
     }
 }
@@ -82,6 +87,7 @@ impl Repeat {
             &self.claims,
             location,
             directory,
+            &self.prefixes,
         )
     }
 }
@@ -94,6 +100,7 @@ pub fn pods_on_the_node(
     claims: &[ClaimUse],
     location: &Path,
     directory: &str,
+    prefixes: &[String],
 ) -> Result<(), Busy> {
     let Some(node_root) = node_root else {
         return Err(Busy::Unknown(format!(
@@ -102,10 +109,26 @@ pub fn pods_on_the_node(
         )));
     };
     let root = NodeRoot::open(node_root).map_err(Busy::Unknown)?;
-    let candidate = match root.exact(directory) {
+    // Where the directory really is on the node: its allowed prefix may be behind the
+    // operator's symlink (RHCOS `/mnt -> var/mnt`), which the kubelet followed when it
+    // mounted the prefix in the reaper.
+    let real = root
+        .real_path(prefixes, directory)
+        .map_err(|why| Busy::Unknown(format!("cannot place {directory} on the node: {why}")))?;
+    let candidate = match root.exact(&real) {
         Ok(Exact::Directory(lineage)) => lineage,
-        // Missing, or a symlink on its path: the walk refuses it or finds nothing.
-        Ok(Exact::Absent) => return Ok(()),
+        // Missing on the node: nothing to empty, unless the reaper's view has it.
+        Ok(Exact::Absent) => {
+            return match std::fs::symlink_metadata(location) {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(Busy::Unknown(format!(
+                    "{directory} is not on the node at {} (its real path {real}), yet {} \
+                     (where the reaper would empty it) is there",
+                    root.path().join(real.trim_start_matches('/')).display(),
+                    location.display()
+                ))),
+            };
+        }
         Err(why) => return Err(Busy::Unknown(format!("{directory} {why}"))),
     };
     // What the walk empties must be that very directory of the node.
@@ -116,9 +139,7 @@ pub fn pods_on_the_node(
                 "{} (where the reaper would empty {directory}) is not the node's {directory} \
                  at {}: device and inode {}:{} against {}:{}",
                 location.display(),
-                root.path()
-                    .join(directory.trim_start_matches('/'))
-                    .display(),
+                root.path().join(real.trim_start_matches('/')).display(),
                 meta.dev(),
                 meta.ino(),
                 candidate.identity().0,
