@@ -7,7 +7,7 @@ pub mod guard;
 
 pub use act::node_message;
 
-use super::derive::{pod_facts, PodFacts};
+use super::derive::{pod_facts_with, PodFacts};
 use super::events::{self, Events, Kind};
 use super::in_use::Busy;
 use super::ledger::{Due, Ledger};
@@ -46,6 +46,9 @@ pub struct Reaper {
     pub ready: Arc<AtomicBool>,
     /// The cleaner program, run as the gone pod's user for each walk (`--cleaner`).
     pub cleaner: PathBuf,
+    /// `--keep-for-read-only-views`: a read-only view of a directory above every allowed
+    /// prefix keeps what is below it (default: it does not; docs/REAPER.md#when).
+    pub read_only_views_keep: bool,
     /// How often the in-use check runs again during a walk.
     pub guard_interval: Duration,
     /// Called in the reaper with the directory's location just before its walk starts,
@@ -105,6 +108,7 @@ impl Reaper {
             events,
             ready: Arc::new(AtomicBool::new(false)),
             cleaner: default_cleaner(),
+            read_only_views_keep: false,
             guard_interval: guard::GUARD_INTERVAL,
             walk_started: |_| {},
             walking: None,
@@ -222,6 +226,7 @@ impl Reaper {
             client: self.api.clone(),
             pods: self.ledger.known_pods().cloned().collect(),
             prefixes: self.config.allowed_host_path_prefixes.clone(),
+            read_only_views_keep: self.read_only_views_keep,
         };
         users::check(check, location.into(), directory.to_owned())
             .await
@@ -237,6 +242,7 @@ impl Reaper {
             client: self.api.clone(),
             pods: self.ledger.known_pods().cloned().collect(),
             prefixes: self.config.allowed_host_path_prefixes.clone(),
+            read_only_views_keep: self.read_only_views_keep,
         }
         .for_walk()
         .await
@@ -252,7 +258,7 @@ impl Reaper {
             }
         }
         let value = serde_json::to_value(pod).ok()?;
-        pod_facts(&value, &self.config)
+        pod_facts_with(&value, &self.config, self.read_only_views_keep)
     }
 
     fn report_refusals(&mut self, facts: &PodFacts) {

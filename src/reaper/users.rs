@@ -33,6 +33,10 @@ pub struct Check {
     pub pods: Vec<KnownPod>,
     /// The allowed prefixes, each resolved on the node before the candidate is opened.
     pub prefixes: Vec<String>,
+    /// Whether a read-only view of a directory above every allowed prefix (a whole-node
+    /// view: node-exporter's `/`, a debug pod) keeps the directory (`false` by default:
+    /// docs/REAPER.md#when).
+    pub read_only_views_keep: bool,
 }
 
 /// Whether anything on the node uses `directory` (host path), which the walk would
@@ -40,7 +44,12 @@ pub struct Check {
 pub async fn check(check: Check, location: PathBuf, directory: String) -> Result<(), Busy> {
     let claims = claims::read(check.client.as_ref(), &check.pods).await;
     let round = tokio::task::spawn_blocking(move || {
-        in_use::check(&location, &directory)?;
+        containers(
+            &location,
+            &directory,
+            &check.prefixes,
+            check.read_only_views_keep,
+        )?;
         pods_on_the_node(
             check.node_root.as_deref(),
             &check.pods,
@@ -62,6 +71,7 @@ pub struct Repeat {
     pods: Vec<KnownPod>,
     claims: Vec<ClaimUse>,
     prefixes: Vec<String>,
+    read_only_views_keep: bool,
 }
 
 impl Check {
@@ -73,6 +83,7 @@ impl Check {
             pods: self.pods,
             claims,
             prefixes: self.prefixes,
+            read_only_views_keep: self.read_only_views_keep,
         }
     }
 }
@@ -80,7 +91,12 @@ impl Check {
 impl Repeat {
     /// One look: what [`check`] decides, with the claims of the walk's start.
     pub fn check(&self, location: &Path, directory: &str) -> Result<(), Busy> {
-        in_use::check(location, directory)?;
+        containers(
+            location,
+            directory,
+            &self.prefixes,
+            self.read_only_views_keep,
+        )?;
         pods_on_the_node(
             self.node_root.as_deref(),
             &self.pods,
@@ -89,6 +105,40 @@ impl Repeat {
             directory,
             &self.prefixes,
         )
+    }
+}
+
+/// The running containers' mounts ([`in_use`]): a read-only view strictly above the
+/// candidate's allowed prefix counts only when the operator asks for it.
+fn containers(
+    location: &Path,
+    directory: &str,
+    prefixes: &[String],
+    keep: bool,
+) -> Result<(), Busy> {
+    let prefix = prefixes
+        .iter()
+        .map(|prefix| prefix.trim_end_matches('/'))
+        .filter(|prefix| {
+            prefix.is_empty()
+                || directory == *prefix
+                || directory
+                    .strip_prefix(*prefix)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+        .max_by_key(|prefix| prefix.len());
+    match prefix {
+        Some(prefix) if !keep => {
+            let below = directory[prefix.len()..]
+                .split('/')
+                .filter(|part| !part.is_empty())
+                .count();
+            match location.ancestors().nth(below) {
+                Some(at) => in_use::check_beside_read_only_views(location, directory, at),
+                None => in_use::check(location, directory),
+            }
+        }
+        _ => in_use::check(location, directory),
     }
 }
 
