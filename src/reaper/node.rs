@@ -4,6 +4,7 @@
 
 mod act;
 pub mod guard;
+pub mod kept;
 
 pub use act::node_message;
 
@@ -61,6 +62,7 @@ pub struct Reaper {
     /// Directories found in use by identity whose Event was sent (one per directory,
     /// not one per retry).
     busy_events: HashSet<String>,
+    kept: kept::Kept,
     /// Pods whose refused targets have been logged (once per pod, not per update).
     reported: HashSet<String>,
     /// Refusals an Event has been sent for: one per container, target and reason, not
@@ -114,6 +116,7 @@ impl Reaper {
             walking: None,
             interrupted: None,
             busy_events: HashSet::new(),
+            kept: kept::Kept::default(),
             reported: HashSet::new(),
             refusal_events: HashSet::new(),
             dirty: false,
@@ -373,7 +376,8 @@ impl Reaper {
         }
     }
 
-    fn update_gauges(&self) {
+    fn update_gauges(&mut self) {
+        self.report_kept();
         let ledger = &self.ledger;
         self.metrics.recorded.set(ledger.records().len() as i64);
         self.metrics.pending.set(ledger.pending_count() as i64);
