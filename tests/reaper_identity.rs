@@ -219,6 +219,7 @@ fn in_use_by_identity_the_reapers_own_node_agent_uses_nothing() {
             Path::new(&dir),
             "/mnt/scratch/job",
             Path::new(&marker),
+            None,
         );
         println!("verdict={verdict:?}");
         return;

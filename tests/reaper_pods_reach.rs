@@ -314,7 +314,14 @@ async fn a_directory_that_is_not_the_nodes_is_unknown() {
 /// One round as the reaper runs it, over the pods it knows now.
 fn check_now(node: &Node, reaper: &Reaper) -> Result<(), Busy> {
     let pods: Vec<KnownPod> = reaper.ledger.known_pods().cloned().collect();
-    users::pods_on_the_node(Some(&node.host), &pods, &[], &node.on_host(DIR), DIR)
+    users::pods_on_the_node(
+        Some(&node.host),
+        &pods,
+        &[],
+        &node.on_host(DIR),
+        DIR,
+        &prefixes(),
+    )
 }
 
 // --- PersistentVolumes, over HTTP as from the API server ------------------------------
@@ -522,7 +529,8 @@ async fn a_round_of_300_pods_is_cheap() {
     let mut best = Duration::MAX;
     for _ in 0..5 {
         let started = Instant::now();
-        let verdict = users::pods_on_the_node(Some(&node.host), &pods, &[], &location, DIR);
+        let verdict =
+            users::pods_on_the_node(Some(&node.host), &pods, &[], &location, DIR, &prefixes());
         best = best.min(started.elapsed());
         assert_eq!(verdict, Ok(()));
     }
@@ -552,7 +560,14 @@ fn known(name: &str, paths: &[&str]) -> KnownPod {
 
 /// One round over `pods` for DIR on `node`.
 fn round(node: &Node, pods: &[KnownPod]) -> Result<(), Busy> {
-    users::pods_on_the_node(Some(&node.host), pods, &[], &node.on_host(DIR), DIR)
+    users::pods_on_the_node(
+        Some(&node.host),
+        pods,
+        &[],
+        &node.on_host(DIR),
+        DIR,
+        &prefixes(),
+    )
 }
 
 #[test]
@@ -718,4 +733,9 @@ fn a_file_use_inside_the_directory_keeps_it_and_a_symlink_to_a_file_is_unknown()
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// The reaper's allowed prefixes, as `config()` has them.
+fn prefixes() -> Vec<String> {
+    config().allowed_host_path_prefixes
 }

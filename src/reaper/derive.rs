@@ -20,6 +20,7 @@
 
 use super::expand;
 use super::user::RecordedUser;
+use super::views;
 use crate::config::Config;
 use crate::mutation::hook::Target;
 use crate::mutation::scope::record::{self, Recorded};
@@ -30,7 +31,7 @@ use crate::mutation::targets::{
     PathRefusal, SubPath,
 };
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// The reaper's view of one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,18 @@ pub struct Refused {
 
 /// The facts of `pod` (a v1 Pod as JSON); `None` without a uid.
 pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
+    pod_facts_with(pod, config, true)
+}
+
+/// [`pod_facts`]; with `read_only_views_keep` false, a hostPath volume strictly above
+/// every allowed prefix that every container mounts read-only (node-exporter's `/`, a
+/// debug pod's) is not a use: it cannot write what the walk removes
+/// (docs/REAPER.md#when). The running containers' mounts are still checked.
+pub fn pod_facts_with(
+    pod: &Value,
+    config: &Config,
+    read_only_views_keep: bool,
+) -> Option<PodFacts> {
     let text = |pointer: &str| pod.pointer(pointer).and_then(Value::as_str);
     let uid = text("/metadata/uid").filter(|uid| !uid.is_empty())?;
     let empty = Value::Null;
@@ -78,10 +91,14 @@ pub fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
         uid: uid.to_owned(),
         namespace: text("/metadata/namespace").unwrap_or("").to_owned(),
         name: text("/metadata/name").unwrap_or("").to_owned(),
-        uses: pod_views_resolving(spec, &resolve)
-            .into_iter()
-            .map(|view| view.host)
-            .collect(),
+        uses: views::reachable(
+            pod_views_resolving(spec, &resolve),
+            &if read_only_views_keep {
+                HashSet::new()
+            } else {
+                views::read_only_views(spec, config)
+            },
+        ),
         claims: pod_claims(pod),
         cleanable: Vec::new(),
         users: BTreeMap::new(),

@@ -50,6 +50,8 @@ pub struct Mount {
     pub root: Vec<u8>,
     /// Where it is mounted, as the reading process sees it.
     pub point: Vec<u8>,
+    /// Mounted `ro` (this mount's own options: a mount below it has its own line).
+    pub read_only: bool,
 }
 
 /// Why a directory must not be emptied now.
@@ -91,15 +93,45 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// A location that is not a directory is left to the walk, which refuses it or finds
 /// nothing.
 pub fn check(location: &Path, host_path: &str) -> Result<(), Busy> {
-    check_marked(location, host_path, Path::new(OWN_POD_MARKER))
+    check_marked(location, host_path, Path::new(OWN_POD_MARKER), None)
+}
+
+/// [`check`], except that a container's *read-only* mount of a directory strictly above
+/// `prefix` (the candidate's allowed prefix, its path in the reaper) does not keep it:
+/// node-exporter's `/`, a `kubectl debug node/…` pod (docs/REAPER.md#when: a read-only
+/// view cannot write what the walk removes). Its mounts below, with their own lines and
+/// options, still count.
+pub fn check_beside_read_only_views(
+    location: &Path,
+    host_path: &str,
+    prefix: &Path,
+) -> Result<(), Busy> {
+    check_marked(location, host_path, Path::new(OWN_POD_MARKER), Some(prefix))
 }
 
 /// [`check`] with the reaper pod's marker mounted at `marker` (tests mount their own).
-pub fn check_marked(location: &Path, host_path: &str, marker: &Path) -> Result<(), Busy> {
-    check_in(Path::new("/proc"), location, host_path, marker)
+pub fn check_marked(
+    location: &Path,
+    host_path: &str,
+    marker: &Path,
+    read_only_above: Option<&Path>,
+) -> Result<(), Busy> {
+    check_in(
+        Path::new("/proc"),
+        location,
+        host_path,
+        marker,
+        read_only_above,
+    )
 }
 
-fn check_in(proc: &Path, location: &Path, host_path: &str, marker: &Path) -> Result<(), Busy> {
+fn check_in(
+    proc: &Path,
+    location: &Path,
+    host_path: &str,
+    marker: &Path,
+    read_only_above: Option<&Path>,
+) -> Result<(), Busy> {
     let unknown = |why: String| Busy::Unknown(why);
     if !sees_the_node(proc) {
         return Err(unknown(
@@ -134,6 +166,10 @@ fn check_in(proc: &Path, location: &Path, host_path: &str, marker: &Path) -> Res
             dev.1
         )));
     };
+    // The prefix's path in the candidate's filesystem: a read-only mount strictly above
+    // it is a view of the node, not a use (None: every mount counts).
+    let prefix_path = read_only_above
+        .and_then(|prefix| path_in_filesystem(&own, prefix.as_os_str().as_encoded_bytes(), dev));
     let own_ids: HashSet<u64> = own.iter().map(|m| m.id).collect();
     let own_pod = own
         .iter()
@@ -199,7 +235,13 @@ fn check_in(proc: &Path, location: &Path, host_path: &str, marker: &Path) -> Res
         }
         let user = mounts
             .iter()
-            .find(|m| !own_ids.contains(&m.id) && m.dev == dev && on_one_line(&m.root, &fs_path));
+            .filter(|m| !own_ids.contains(&m.id) && m.dev == dev && on_one_line(&m.root, &fs_path))
+            .find(|m| {
+                !(m.read_only
+                    && prefix_path
+                        .as_ref()
+                        .is_some_and(|prefix| m.root != *prefix && is_at_or_below(prefix, &m.root)))
+            });
         if let Some(mount) = user {
             let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
             return Err(Busy::InUse(format!(
@@ -306,11 +348,13 @@ pub fn parse(text: &[u8]) -> Vec<Mount> {
             let dev = (major.parse().ok()?, minor.parse().ok()?);
             let root = unescape(fields.next()?);
             let point = unescape(fields.next()?);
+            let read_only = fields.next()?.split(|&b| b == b',').any(|o| o == b"ro");
             Some(Mount {
                 id,
                 dev,
                 root,
                 point,
+                read_only,
             })
         })
         .collect()

@@ -274,6 +274,20 @@ impl Ledger {
         self.pods.contains_key(uid) || self.listing.as_ref().is_some_and(|l| l.contains_key(uid))
     }
 
+    /// Why a recorded directory is not emptied now, as far as the ledger knows (the
+    /// `kept_directories` reason): `delay` when only the clock holds it.
+    pub fn why_kept(&self, directory: &str) -> &'static str {
+        if !self.synced {
+            "watch_not_synced"
+        } else if self.is_recorded_by_known_pod(directory) {
+            "pod_exists"
+        } else if self.is_in_use(directory) {
+            "pod_uses"
+        } else {
+            "delay"
+        }
+    }
+
     fn is_recorded_by_known_pod(&self, directory: &str) -> bool {
         self.records
             .get(directory)

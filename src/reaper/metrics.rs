@@ -46,6 +46,7 @@ pub struct Metrics {
     pub pending: Gauge,
     pub pods: Gauge,
     pub synced: Gauge,
+    kept: Family<ReasonLabels, Gauge>,
 }
 
 impl Metrics {
@@ -64,6 +65,7 @@ impl Metrics {
             pending: Gauge::default(),
             pods: Gauge::default(),
             synced: Gauge::default(),
+            kept: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -127,6 +129,15 @@ impl Metrics {
             "1 when a complete list of the node's pods has been seen since the last watch failure",
             metrics.synced.clone(),
         );
+        r.register(
+            "kept_directories",
+            "Recorded directories not emptied now, by why: watch_not_synced, pod_exists, \
+             pod_uses, delay, in_use, in_use_unknown (the last check's verdict)",
+            metrics.kept.clone(),
+        );
+        for reason in crate::reaper::node::kept::KEPT_REASONS {
+            metrics.kept.get_or_create(&ReasonLabels { reason }).get();
+        }
         for reason in REASONS {
             metrics
                 .refusals
@@ -141,6 +152,11 @@ impl Metrics {
 
     pub fn refused(&self, reason: &'static str) {
         self.refusals.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Sets `kept_directories{reason}`.
+    pub fn kept(&self, reason: &'static str, count: i64) {
+        self.kept.get_or_create(&ReasonLabels { reason }).set(count);
     }
 
     pub fn encode(&self) -> String {

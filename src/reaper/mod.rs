@@ -48,6 +48,7 @@ pub mod reach;
 pub mod state;
 pub mod user;
 pub mod users;
+pub mod views;
 
 use crate::config::Config;
 use crate::seal_keys::SealKeys;
@@ -103,6 +104,12 @@ pub struct ReapArgs {
         value_name = "DIR"
     )]
     pub node_root: PathBuf,
+    /// A read-only mount of a directory above every allowed prefix (node-exporter's `/`,
+    /// a `kubectl debug node/…` pod) keeps every directory below it, as any use does. By
+    /// default it does not: a read-only view cannot write what the walk removes
+    /// (docs/REAPER.md#when).
+    #[arg(long, env = "PRESTOP_INJECTOR_KEEP_FOR_READ_ONLY_VIEWS")]
+    pub keep_for_read_only_views: bool,
     /// The state file (written atomically), on the node, so records survive a restart.
     #[arg(
         long,
@@ -236,6 +243,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
         events,
     );
     reaper.node_root = Some(args.node_root.clone());
+    reaper.read_only_views_keep = args.keep_for_read_only_views;
     if let Some(cleaner) = &args.cleaner {
         reaper.cleaner = cleaner.clone();
     }

@@ -4,10 +4,11 @@
 
 mod act;
 pub mod guard;
+pub mod kept;
 
 pub use act::node_message;
 
-use super::derive::{pod_facts, PodFacts};
+use super::derive::{pod_facts_with, PodFacts};
 use super::events::{self, Events, Kind};
 use super::in_use::Busy;
 use super::ledger::{Due, Ledger};
@@ -46,6 +47,9 @@ pub struct Reaper {
     pub ready: Arc<AtomicBool>,
     /// The cleaner program, run as the gone pod's user for each walk (`--cleaner`).
     pub cleaner: PathBuf,
+    /// `--keep-for-read-only-views`: a read-only view of a directory above every allowed
+    /// prefix keeps what is below it (default: it does not; docs/REAPER.md#when).
+    pub read_only_views_keep: bool,
     /// How often the in-use check runs again during a walk.
     pub guard_interval: Duration,
     /// Called in the reaper with the directory's location just before its walk starts,
@@ -58,6 +62,7 @@ pub struct Reaper {
     /// Directories found in use by identity whose Event was sent (one per directory,
     /// not one per retry).
     busy_events: HashSet<String>,
+    kept: kept::Kept,
     /// Pods whose refused targets have been logged (once per pod, not per update).
     reported: HashSet<String>,
     /// Refusals an Event has been sent for: one per container, target and reason, not
@@ -105,11 +110,13 @@ impl Reaper {
             events,
             ready: Arc::new(AtomicBool::new(false)),
             cleaner: default_cleaner(),
+            read_only_views_keep: false,
             guard_interval: guard::GUARD_INTERVAL,
             walk_started: |_| {},
             walking: None,
             interrupted: None,
             busy_events: HashSet::new(),
+            kept: kept::Kept::default(),
             reported: HashSet::new(),
             refusal_events: HashSet::new(),
             dirty: false,
@@ -221,6 +228,8 @@ impl Reaper {
             node_root: self.node_root.clone(),
             client: self.api.clone(),
             pods: self.ledger.known_pods().cloned().collect(),
+            prefixes: self.config.allowed_host_path_prefixes.clone(),
+            read_only_views_keep: self.read_only_views_keep,
         };
         users::check(check, location.into(), directory.to_owned())
             .await
@@ -235,6 +244,8 @@ impl Reaper {
             node_root: self.node_root.clone(),
             client: self.api.clone(),
             pods: self.ledger.known_pods().cloned().collect(),
+            prefixes: self.config.allowed_host_path_prefixes.clone(),
+            read_only_views_keep: self.read_only_views_keep,
         }
         .for_walk()
         .await
@@ -250,7 +261,7 @@ impl Reaper {
             }
         }
         let value = serde_json::to_value(pod).ok()?;
-        pod_facts(&value, &self.config)
+        pod_facts_with(&value, &self.config, self.read_only_views_keep)
     }
 
     fn report_refusals(&mut self, facts: &PodFacts) {
@@ -365,7 +376,8 @@ impl Reaper {
         }
     }
 
-    fn update_gauges(&self) {
+    fn update_gauges(&mut self) {
+        self.report_kept();
         let ledger = &self.ledger;
         self.metrics.recorded.set(ledger.records().len() as i64);
         self.metrics.pending.set(ledger.pending_count() as i64);

@@ -14,6 +14,7 @@
 
 use super::in_use::{self, is_at_or_below, Mount};
 use super::reach::{Identity, Lineage, Place, Reach};
+use prestop_clean::resolve_prefix;
 use rustix::fs::{
     fstat, openat, openat2, statx, AtFlags, FileType, Mode, OFlags, ResolveFlags, StatxFlags, CWD,
 };
@@ -49,8 +50,9 @@ pub struct NodeRoot {
 pub enum Exact {
     /// The directory, and its lineage.
     Directory(Lineage),
-    /// Missing, a symlink or not a directory at some component: the walk refuses it or
-    /// finds nothing, so no one's use of it matters.
+    /// Missing on the node: nothing there for the walk to empty, if the reaper's view
+    /// agrees (the caller checks). A symlink or a file on its way is not absent: it is
+    /// an error (`in_use_unknown`), never "not in use" (issue 32, finding 1).
     Absent,
 }
 
@@ -94,9 +96,47 @@ impl NodeRoot {
                 .lineage(fd)
                 .map(Exact::Directory)
                 .map_err(|error| self.failed(host_path, error)),
-            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => Ok(Exact::Absent),
+            Err(Errno::NOENT) => Ok(Exact::Absent),
+            Err(error @ (Errno::LOOP | Errno::XDEV)) => Err(format!(
+                "{}; the directory itself is opened without following any symlink below its \
+                 allowed prefix",
+                self.failed(host_path, error)
+            )),
             Err(error) => Err(self.failed(host_path, error)),
         }
+    }
+
+    /// `host_path` with its allowed prefix (the longest of `prefixes` it is below)
+    /// replaced by where that prefix really is on the node ([`resolve_prefix`]: root's
+    /// links in root-only directories, nothing below the prefix). Outside every prefix,
+    /// itself.
+    pub fn real_path(&self, prefixes: &[String], host_path: &str) -> Result<String, String> {
+        let prefix = prefixes
+            .iter()
+            .map(|prefix| match prefix.trim_end_matches('/') {
+                "" => "/",
+                trimmed => trimmed,
+            })
+            .filter(|prefix| is_at_or_below(host_path.as_bytes(), prefix.as_bytes()))
+            .max_by_key(|prefix| prefix.len());
+        let Some(prefix) = prefix else {
+            return Ok(host_path.to_owned());
+        };
+        let real = resolve_prefix(self.fd.as_fd(), prefix.as_bytes())
+            .map_err(|why| format!("{why} (in the node's root {})", self.path.display()))?;
+        let real = String::from_utf8(real).map_err(|_| {
+            format!("the allowed prefix {prefix} resolves to a name that is not UTF-8")
+        })?;
+        let rest = if prefix == "/" {
+            host_path
+        } else {
+            &host_path[prefix.len()..]
+        };
+        Ok(match (real.as_str(), rest) {
+            ("/", _) => rest.to_owned(),
+            (_, "" | "/") => real,
+            _ => format!("{real}{rest}"),
+        })
     }
 
     /// What a pod's use of `host_path` reaches now, symlinks followed inside the node's

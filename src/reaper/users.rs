@@ -31,6 +31,12 @@ pub struct Check {
     pub client: Option<kube::Client>,
     /// The pods bound to the node, as the watch knows them.
     pub pods: Vec<KnownPod>,
+    /// The allowed prefixes, each resolved on the node before the candidate is opened.
+    pub prefixes: Vec<String>,
+    /// Whether a read-only view of a directory above every allowed prefix (a whole-node
+    /// view: node-exporter's `/`, a debug pod) keeps the directory (`false` by default:
+    /// docs/REAPER.md#when).
+    pub read_only_views_keep: bool,
 }
 
 /// Whether anything on the node uses `directory` (host path), which the walk would
@@ -38,13 +44,19 @@ pub struct Check {
 pub async fn check(check: Check, location: PathBuf, directory: String) -> Result<(), Busy> {
     let claims = claims::read(check.client.as_ref(), &check.pods).await;
     let round = tokio::task::spawn_blocking(move || {
-        in_use::check(&location, &directory)?;
+        containers(
+            &location,
+            &directory,
+            &check.prefixes,
+            check.read_only_views_keep,
+        )?;
         pods_on_the_node(
             check.node_root.as_deref(),
             &check.pods,
             &claims,
             &location,
             &directory,
+            &check.prefixes,
         )
     })
     .await;
@@ -58,6 +70,8 @@ pub struct Repeat {
     node_root: Option<PathBuf>,
     pods: Vec<KnownPod>,
     claims: Vec<ClaimUse>,
+    prefixes: Vec<String>,
+    read_only_views_keep: bool,
 }
 
 impl Check {
@@ -68,6 +82,8 @@ impl Check {
             node_root: self.node_root,
             pods: self.pods,
             claims,
+            prefixes: self.prefixes,
+            read_only_views_keep: self.read_only_views_keep,
         }
     }
 }
@@ -75,14 +91,54 @@ impl Check {
 impl Repeat {
     /// One look: what [`check`] decides, with the claims of the walk's start.
     pub fn check(&self, location: &Path, directory: &str) -> Result<(), Busy> {
-        in_use::check(location, directory)?;
+        containers(
+            location,
+            directory,
+            &self.prefixes,
+            self.read_only_views_keep,
+        )?;
         pods_on_the_node(
             self.node_root.as_deref(),
             &self.pods,
             &self.claims,
             location,
             directory,
+            &self.prefixes,
         )
+    }
+}
+
+/// The running containers' mounts ([`in_use`]): a read-only view strictly above the
+/// candidate's allowed prefix counts only when the operator asks for it.
+fn containers(
+    location: &Path,
+    directory: &str,
+    prefixes: &[String],
+    keep: bool,
+) -> Result<(), Busy> {
+    let prefix = prefixes
+        .iter()
+        .map(|prefix| prefix.trim_end_matches('/'))
+        .filter(|prefix| {
+            prefix.is_empty()
+                || directory == *prefix
+                || directory
+                    .strip_prefix(*prefix)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+        .max_by_key(|prefix| prefix.len());
+    match prefix {
+        Some(prefix) if !keep => {
+            let below = directory[prefix.len()..]
+                .split('/')
+                .filter(|part| !part.is_empty())
+                .count();
+            match location.ancestors().nth(below) {
+                Some(at) => in_use::check_beside_read_only_views(location, directory, at),
+                None => in_use::check(location, directory),
+            }
+        }
+        _ => in_use::check(location, directory),
     }
 }
 
@@ -94,6 +150,7 @@ pub fn pods_on_the_node(
     claims: &[ClaimUse],
     location: &Path,
     directory: &str,
+    prefixes: &[String],
 ) -> Result<(), Busy> {
     let Some(node_root) = node_root else {
         return Err(Busy::Unknown(format!(
@@ -102,10 +159,26 @@ pub fn pods_on_the_node(
         )));
     };
     let root = NodeRoot::open(node_root).map_err(Busy::Unknown)?;
-    let candidate = match root.exact(directory) {
+    // Where the directory really is on the node: its allowed prefix may be behind the
+    // operator's symlink (RHCOS `/mnt -> var/mnt`), which the kubelet followed when it
+    // mounted the prefix in the reaper.
+    let real = root
+        .real_path(prefixes, directory)
+        .map_err(|why| Busy::Unknown(format!("cannot place {directory} on the node: {why}")))?;
+    let candidate = match root.exact(&real) {
         Ok(Exact::Directory(lineage)) => lineage,
-        // Missing, or a symlink on its path: the walk refuses it or finds nothing.
-        Ok(Exact::Absent) => return Ok(()),
+        // Missing on the node: nothing to empty, unless the reaper's view has it.
+        Ok(Exact::Absent) => {
+            return match std::fs::symlink_metadata(location) {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(Busy::Unknown(format!(
+                    "{directory} is not on the node at {} (its real path {real}), yet {} \
+                     (where the reaper would empty it) is there",
+                    root.path().join(real.trim_start_matches('/')).display(),
+                    location.display()
+                ))),
+            };
+        }
         Err(why) => return Err(Busy::Unknown(format!("{directory} {why}"))),
     };
     // What the walk empties must be that very directory of the node.
@@ -116,9 +189,7 @@ pub fn pods_on_the_node(
                 "{} (where the reaper would empty {directory}) is not the node's {directory} \
                  at {}: device and inode {}:{} against {}:{}",
                 location.display(),
-                root.path()
-                    .join(directory.trim_start_matches('/'))
-                    .display(),
+                root.path().join(real.trim_start_matches('/')).display(),
                 meta.dev(),
                 meta.ino(),
                 candidate.identity().0,

@@ -50,6 +50,7 @@ mount -t tmpfs rootfs "$root"
 mkdir -p "$root/bin" "$root/data"
 cp "$busybox" "$root/bin/busybox"
 mount --bind "$source" "$root/data"
+if [ -n "${CONTAINER_READ_ONLY:-}" ]; then mount -o remount,bind,ro "$root/data"; fi
 exec chroot "$root" /bin/busybox sleep 600
 "#;
 
@@ -70,6 +71,20 @@ impl Container {
         source: &Path,
         bind_from: Option<&Path>,
     ) -> Option<Container> {
+        Container::start_mounting(scratch, source, bind_from, false)
+    }
+
+    /// [`Container::start`] with `/data` mounted read-only (`readOnly: true`).
+    pub fn start_read_only(scratch: &Path, source: &Path) -> Option<Container> {
+        Container::start_mounting(scratch, source, None, true)
+    }
+
+    fn start_mounting(
+        scratch: &Path,
+        source: &Path,
+        bind_from: Option<&Path>,
+        read_only: bool,
+    ) -> Option<Container> {
         let (unshare, busybox) = tools()?;
         let root = scratch.join(format!("rootfs-{}", stamp()));
         std::fs::create_dir_all(&root).unwrap();
@@ -81,6 +96,9 @@ impl Container {
             .arg(&busybox);
         if let Some(bind_from) = bind_from {
             command.arg(bind_from);
+        }
+        if read_only {
+            command.env("CONTAINER_READ_ONLY", "1");
         }
         let child = command.stdin(Stdio::null()).spawn().unwrap();
         let container = Container(child);

@@ -33,6 +33,7 @@ impl Reaper {
         for due in self.take_due() {
             self.act_if_free(&due).await;
         }
+        self.report_kept();
     }
 
     /// Acts on a due directory unless, by now, the ledger is out of sync, a pod that
@@ -45,6 +46,7 @@ impl Reaper {
         match self.act(due).await {
             Next::Forget => {
                 self.busy_events.remove(&due.directory);
+                self.kept.forget(&due.directory);
                 self.ledger.finished(&due.directory);
             }
             Next::Postpone => self.ledger.postpone(&due.directory, Instant::now()),
@@ -91,6 +93,7 @@ impl Reaper {
         };
         if let Some(busy) = self.who_uses(&location, directory).await {
             let reason = busy.reason();
+            self.kept.checked(directory, reason);
             self.metrics.refused(reason);
             let message = format!(
                 "not emptying {directory}, left by {pods}, for now: {}; it is due again after \
@@ -127,6 +130,7 @@ impl Reaper {
                 elapsed,
             }) => {
                 let reason = busy.reason();
+                self.kept.checked(directory, reason);
                 self.metrics.refused(reason);
                 self.metrics.entries_removed.inc_by(removed);
                 self.metrics.bytes_freed.inc_by(bytes);
