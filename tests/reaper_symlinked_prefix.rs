@@ -134,11 +134,17 @@ fn mount(args: &[&std::ffi::OsStr]) {
 /// in root's 0755 `/`), a tmpfs at `/var/mnt/scratch`, and the reaper's
 /// `/host/mnt/scratch` a bind mount of it. The reaper's node root is `<root>/node`.
 fn rhcos_node() -> (Node, PathBuf) {
+    linked_node("var/mnt")
+}
+
+/// The node's `/mnt` a root-owned link to `target`, with a tmpfs at `target/scratch` that
+/// the reaper's `/host/mnt/scratch` shows, as the kubelet mounts it through the link.
+fn linked_node(target: &str) -> (Node, PathBuf) {
     let node = Node::new();
     let root = node.root.join("node");
-    let scratch = root.join("var/mnt/scratch");
+    let scratch = root.join(target).join("scratch");
     std::fs::create_dir_all(&scratch).unwrap();
-    symlink("var/mnt", root.join("mnt")).unwrap();
+    symlink(target, root.join("mnt")).unwrap();
     mount(&[
         "-t".as_ref(),
         "tmpfs".as_ref(),
@@ -218,6 +224,30 @@ fn a_prefix_behind_a_users_link_is_kept_and_unknown() {
             1,
             "it stays recorded, visibly"
         );
+    });
+    println!("child-passed");
+}
+
+/// Root's link is the node's layout, but not a way into the node's own directories: an
+/// operator's `/mnt -> run` puts the prefix in protected `/run`, and nothing there is
+/// emptied, pod or no pod (the rule the node agent applies too).
+#[test]
+fn a_prefix_behind_roots_link_into_a_protected_directory_is_kept_and_unknown() {
+    if std::env::var_os(CHILD).is_none() {
+        return in_own_mount_namespace(
+            "a_prefix_behind_roots_link_into_a_protected_directory_is_kept_and_unknown",
+        );
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (node, root) = linked_node("run");
+        let dir = node.on_host(DIR);
+        let job = injected_pod("job-a", DIR);
+        let mut reaper = reaper_on(&node, &root);
+        listed(&mut reaper, &[&job]);
+        reaper.on_event(Event::Delete(job));
+        reaper.act_on_due().await;
+        assert_eq!(entries(&dir), 3, "the prefix is in /run on the node: kept");
+        assert_eq!(refusals(&reaper, "in_use_unknown"), 1.0);
     });
     println!("child-passed");
 }

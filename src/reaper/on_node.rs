@@ -127,6 +127,15 @@ impl NodeRoot {
         let real = String::from_utf8(real).map_err(|_| {
             format!("the allowed prefix {prefix} resolves to a name that is not UTF-8")
         })?;
+        // Only root makes the links followed, but none may lead into the node's own
+        // directories (an operator's `/mnt/disk -> /run`): the list the webhook and the
+        // node agent apply, to where the prefix really is.
+        if let Some(entry) = prestop_clean::protected::protected_entry_of(&real) {
+            return Err(format!(
+                "the allowed prefix {prefix} is {real} on the node, which meets the protected \
+                 host directory {entry}"
+            ));
+        }
         let rest = if prefix == "/" {
             host_path
         } else {
