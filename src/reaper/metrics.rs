@@ -12,6 +12,16 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+/// The closed set of the `reason` label of `kept_directories` (`node::kept` decides them).
+pub const KEPT_REASONS: [&str; 6] = [
+    "watch_not_synced",
+    "pod_exists",
+    "pod_uses",
+    "delay",
+    "in_use",
+    "in_use_unknown",
+];
+
 /// Refusal reasons, the closed set of the `reason` label.
 pub const REASONS: [&str; 16] = [
     "unsealed",
@@ -135,7 +145,7 @@ impl Metrics {
              pod_uses, delay, in_use, in_use_unknown (the last check's verdict)",
             metrics.kept.clone(),
         );
-        for reason in crate::reaper::node::kept::KEPT_REASONS {
+        for reason in KEPT_REASONS {
             metrics.kept.get_or_create(&ReasonLabels { reason }).get();
         }
         for reason in REASONS {

@@ -5,15 +5,7 @@
 use super::Reaper;
 use std::collections::BTreeMap;
 
-/// The closed set of the `reason` label of `kept_directories`.
-pub const KEPT_REASONS: [&str; 6] = [
-    "watch_not_synced",
-    "pod_exists",
-    "pod_uses",
-    "delay",
-    "in_use",
-    "in_use_unknown",
-];
+pub use crate::reaper::metrics::KEPT_REASONS;
 
 /// The last check's verdict per directory, and the reason last logged.
 #[derive(Debug, Default)]
