@@ -63,7 +63,10 @@ fn assert_told(outcome: &Outcome) {
         .collect();
     assert!(!told.is_empty(), "{:?}", outcome.decision.warnings);
     for warning in &outcome.decision.warnings {
-        assert!(warning.chars().count() <= 120, "{warning}");
+        assert!(
+            warning.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS,
+            "{warning}"
+        );
     }
 }
 

@@ -97,7 +97,7 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
         .decision
         .warnings
         .iter()
-        .all(|w| w.chars().count() <= 120));
+        .all(|w| w.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS));
     // Targeted operations only: nothing above the fields the feature needs.
     for path in outcome.paths() {
         assert!(

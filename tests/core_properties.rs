@@ -337,7 +337,7 @@ proptest! {
         config.protected_host_paths = [protected].into_iter().filter(|p| !p.is_empty()).map(str::to_owned).collect();
         config.allowed_host_path_prefixes = [allowed_prefix].into_iter().filter(|p| !p.is_empty()).map(str::to_owned).collect();
         let decision = decide(&request(Operation::Create, object.clone()), endpoint, &config);
-        prop_assert!(decision.warnings.iter().all(|w| w.chars().count() <= 120));
+        prop_assert!(decision.warnings.iter().all(|w| w.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS));
         let Some(patch) = decision.patch else { return Ok(()) };
         prop_assert!(decision.denial.is_none());
         let mut patched = object.clone();

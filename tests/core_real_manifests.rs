@@ -108,7 +108,9 @@ fn sidecar_mode_without_run_as_user_says_what_to_set() {
             && w.contains("does not run when it exits on its own (a finished Job)")),
         "{warnings:?}"
     );
-    assert!(warnings.iter().all(|w| w.chars().count() <= 120));
+    assert!(warnings
+        .iter()
+        .all(|w| w.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS));
 }
 
 fn windows_job(spec_extra: Value) -> Value {

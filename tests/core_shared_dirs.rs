@@ -90,7 +90,9 @@ fn class_6_implicit_auto_cleans_only_private_directories() {
             "{kind} {spec}: {:?}",
             outcome.decision.warnings
         );
-        assert!(fix.iter().all(|w| w.chars().count() <= 120));
+        assert!(fix
+            .iter()
+            .all(|w| w.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS));
         assert_eq!(
             outcome.decision.patch, None,
             "{kind}: nothing else to change"

@@ -410,7 +410,7 @@ fn compound_redirection_under_errexit_blocks_the_switch() {
                 let warned = outcome.decision.warnings.iter().any(|w| {
                     w.contains(&why)
                         && (w.contains("unchanged:") || w.contains("keeps bash:"))
-                        && w.chars().count() <= 120
+                        && w.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS
                 });
                 if switched || !warned {
                     failures.push(format!(
