@@ -75,8 +75,10 @@ pub fn mutate(
     // and whether that program asks the node agent, whose socket must be mounted too.
     let mut needs_program = Vec::new();
     let mut needs_agent = Vec::new();
+    // The program hooks, given their `--deadline` once the grace period is known.
+    let mut program_hooks = Vec::new();
     if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
-        for (container, plan) in containers.iter_mut().zip(plans) {
+        for (index, (container, plan)) in containers.iter_mut().zip(plans).enumerate() {
             let name = container
                 .field("name")
                 .and_then(Value::as_str)
@@ -122,6 +124,10 @@ pub fn mutate(
                         set_exec(container, hook.to_argv(mode, socket));
                         injected.push(name);
                         needs = mode == CleanerMode::Binary;
+                        // A custom script has no cleanup to cut off: it runs to the kill.
+                        if needs && matches!(hook.action, Action::Cleanup(_)) {
+                            program_hooks.push((index, hook, socket));
+                        }
                         asks_agent = socket.is_some();
                     }
                 }
@@ -166,6 +172,7 @@ pub fn mutate(
         has_sidecar,
         &mut warnings,
     );
+    set_deadlines(spec, program_hooks, sidecar_name.as_deref(), grace, config);
     let changed = template != original;
     let status_present = template
         .at("/metadata/annotations")
@@ -228,6 +235,50 @@ pub(crate) fn child<'v>(value: &'v mut Value, key: &str) -> Option<&'v mut Value
         *slot = Value::Object(Map::new());
     }
     slot.is_object().then_some(slot)
+}
+
+/// docs/CLEANUP.md#the-deadline: renders each program hook again with its `--deadline`,
+/// and sets the program sidecar's, now that the grace period is final (the grace
+/// period's estimate reads the hooks, so they are in place before it, without one).
+fn set_deadlines(
+    spec: &mut Value,
+    hooks: Vec<(usize, Hook, Option<&str>)>,
+    sidecar: Option<&str>,
+    grace: u64,
+    config: &Config,
+) {
+    let deadline = crate::mutation::hook::deadline_seconds(grace, None);
+    if deadline.is_some() {
+        if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
+            for (index, hook, socket) in hooks {
+                if let Some(container) = containers.get_mut(index) {
+                    set_exec(container, hook.to_program_argv_until(deadline, socket));
+                }
+            }
+        }
+    }
+    let (Some(name), CleanerMode::Binary) = (sidecar, config.cleaner.mode) else {
+        return;
+    };
+    let budget = Some(config.cleanup_budget_seconds);
+    let deadline = crate::mutation::hook::deadline_seconds(grace, budget);
+    let Some(init) = spec
+        .field_mut("initContainers")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for container in init {
+        if container.field("name").and_then(Value::as_str) != Some(name) {
+            continue;
+        }
+        let argv: Option<Vec<String>> = container
+            .field("command")
+            .and_then(|c| serde_json::from_value(c.clone()).ok());
+        if let Some(argv) = argv.and_then(|a| crate::mutation::hook::with_deadline(&a, deadline)) {
+            container["command"] = json!(argv);
+        }
+    }
 }
 
 pub(super) fn set_exec(container: &mut Value, argv: Vec<String>) {
