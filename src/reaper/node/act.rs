@@ -307,7 +307,7 @@ impl Reaper {
 }
 
 /// Whether the directory holds the marker of a cleanup cut off by its deadline
-/// (docs/REAPER.md#metrics): a regular file, not followed if a link. A read-only look,
+/// (docs/REAPER.md#what-you-see): a regular file, not followed if a link. A read-only look,
 /// for a counter only; any error is no marker.
 fn cut_off_marker(location: &str) -> bool {
     std::fs::symlink_metadata(Path::new(location).join(prestop_clean::CUT_OFF_MARKER))
