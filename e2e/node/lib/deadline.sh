@@ -73,6 +73,7 @@ PY
   kc delete pod deadline --wait=false
   cut_off_event() { events_for deadline | grep -q 'FailedPreStopHook: .*cut off by its deadline, 4 s after the start: removed '; }
   expect "the FailedPreStopHook Event carries the cut-off line" wait_for 60 cut_off_event
+  log "deadline: $(events_for deadline | grep -m1 FailedPreStopHook | head -c 700)"
   expect "the line names what it left for the reaper" \
     has "$(events_for deadline)" "left for the node reaper: /scratch (not finished)"
   expect "the pod goes away" wait_for 60 eval '! k get pod deadline >/dev/null 2>&1'

@@ -17,7 +17,7 @@
 //!     the hook is delivered, not what it does: [`Hook`] does not hold it, and
 //!     [`Hook::from_argv`] reads a hook with or without it. `--deadline` likewise: it
 //!     follows from the pod's grace period ([`deadline_seconds`]), which is known only
-//!     after the hooks are in place, so [`with_deadline`] sets it last; hooks of older
+//!     after the hooks are in place, so the pod stage inserts it last; hooks of older
 //!     releases, without it, are still recognised.
 //!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
 //!     the cleanup targets' paths (or the custom script) and `user` is the user's own
@@ -99,7 +99,7 @@ impl Hook {
     }
 
     /// `[PROGRAM, "hook", (--deadline S)?, (--node-agent SOCKET)?, …]`: `deadline` from
-    /// [`deadline_seconds`], set once the grace period is known ([`with_deadline`]).
+    /// [`deadline_seconds`], set once the grace period is known.
     pub fn to_program_argv_until(
         &self,
         deadline: Option<u64>,
@@ -294,23 +294,6 @@ pub fn deadline_seconds(grace: u64, sidecar_budget: Option<u64>) -> Option<u64> 
     until_kill
         .checked_sub(DEADLINE_MARGIN_SECONDS)
         .filter(|seconds| *seconds > 0)
-}
-
-/// The program argv `argv` (the hook's or the sidecar's, as rendered) with `--deadline`
-/// set to `deadline`; `None` when `argv` is not the program's.
-pub fn with_deadline(argv: &[String], deadline: Option<u64>) -> Option<Vec<String>> {
-    let (program, args) = argv.split_first()?;
-    if program == PROGRAM {
-        let mut parsed = HookArgs::parse(args).ok()?;
-        parsed.deadline = deadline;
-        return Some(parsed.render(PROGRAM));
-    }
-    if program == IMAGE_PROGRAM {
-        let mut parsed = SidecarArgs::parse(args).ok()?;
-        parsed.deadline = deadline;
-        return Some(parsed.render(IMAGE_PROGRAM));
-    }
-    None
 }
 
 /// The target paths of a command produced by [`sidecar_argv`] or
