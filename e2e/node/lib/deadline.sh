@@ -1,7 +1,8 @@
 # --- issue 33: the cleanup reports before the grace period cuts it off -------------------
-# A pod whose grace period (6 s) leaves its hook no time for a tree of 300,000 files: the
+# A pod whose grace period (6 s) leaves its hook no time for a tree of 500,000 files: the
 # user's own `sleep 3` runs first, inside the hook's deadline (6 - 2 = 4 s), and one
-# worker (PRESTOP_CLEAN_JOBS=1) removes far fewer files than that in the second left. The
+# worker (PRESTOP_CLEAN_JOBS=1) removes about 200,000 in the second left (measured on an
+# idle machine). The
 # program stops itself at the deadline, its line reaches the kubelet's FailedPreStopHook
 # Event, and the node reaper, seeing the marker it left, finishes the tree and counts it.
 # Sourced by e2e/node/run.sh after lib/scenarios.sh (free_port, seal_key_file, events_for).
@@ -39,11 +40,11 @@ hook_cut_off_by_its_deadline() {
   local dir="$HOST/reaped/deadline" port pid config="$WORK/reaper-deadline-config.yaml"
   local log="$WORK/reaper-deadline.log"
   mkdir -p "$dir"
-  # 300 directories of 1,000 empty files, written on the node (a shell loop in the pod
+  # 500 directories of 1,000 empty files, written on the node (a shell loop in the pod
   # would take minutes).
   python3 - "$dir" <<'PY'
 import os, sys
-for i in range(300):
+for i in range(500):
     d = os.path.join(sys.argv[1], "t", str(i))
     os.makedirs(d)
     for j in range(1000):
@@ -77,7 +78,8 @@ PY
   expect "the line names what it left for the reaper" \
     has "$(events_for deadline)" "left for the node reaper: /scratch (not finished)"
   expect "the pod goes away" wait_for 60 eval '! k get pod deadline >/dev/null 2>&1'
-  expect "the hook left most of the tree (cut off)" test -d "$dir/t/299"
+  # Which entries go first is the directory's order: only that some are left is known.
+  expect "the hook left part of the tree (cut off)" test -n "$(ls -A "$dir/t" 2>/dev/null)"
   expect "and its marker for the reaper's count" has_file "$dir/.prestop-clean-cut-off"
   expect "the reaper empties the directory after its delay" wait_for 120 dir_empty "$dir"
   expect "it logged the walk" grep -q "emptied $dir: " "$log"
