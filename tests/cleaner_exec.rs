@@ -89,6 +89,8 @@ fn a_fresh_hook_empties_the_target_and_nothing_else() {
         argv[1..],
         [
             "hook",
+            "--deadline",
+            "38",
             "--target",
             "/scratch",
             "--host",
@@ -159,9 +161,11 @@ fn the_users_own_hook_runs_first_with_its_exact_argv_and_no_shell() {
         auto(),
     );
     assert_eq!(
-        argv[1..8],
+        argv[1..10],
         [
             "hook",
+            "--deadline",
+            "38",
             "--target",
             "/scratch",
             "--host",
@@ -209,7 +213,8 @@ fn a_sleep_action_sleeps_then_cleans() {
         Some(json!({"preStop": {"sleep": {"seconds": 1}}})),
         auto(),
     );
-    assert_eq!(argv[1..4], ["hook", "--sleep", "1"]);
+    // The grace period holds the sleep too: 1 + 30 + 10 s, the kill 2 s after the deadline.
+    assert_eq!(argv[1..6], ["hook", "--deadline", "39", "--sleep", "1"]);
     let started = Instant::now();
     let output = run(binary, &tree, &argv);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -289,6 +294,8 @@ fn the_sidecar_cleans_on_sigterm_and_exits_0() {
         [
             IMAGE_PROGRAM,
             "sidecar",
+            "--deadline",
+            "28",
             "--target",
             "/scratch",
             "--host",

@@ -37,6 +37,8 @@ fn v1_shell_hooks_are_rebuilt_into_program_hooks_never_wrapped() {
         [
             PROGRAM,
             "hook",
+            "--deadline",
+            "38",
             "--target",
             "/scratch",
             "--host",
@@ -115,6 +117,8 @@ fn the_busybox_sidecar_is_replaced_by_the_program() {
         json!([
             IMAGE_PROGRAM,
             "sidecar",
+            "--deadline",
+            "28",
             "--target",
             "/scratch",
             "--host",
@@ -330,6 +334,8 @@ fn shell_less_images_get_the_program_around_their_own_hook() {
         strings(&[
             PROGRAM,
             "hook",
+            "--deadline",
+            "38",
             "--target",
             "/scratch",
             "--host",

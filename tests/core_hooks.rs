@@ -49,6 +49,8 @@ fn the_seed_job_gets_sh_a_composed_cleanup_and_a_grace_period() {
         strings(&[
             PROGRAM,
             "hook",
+            "--deadline",
+            "38",
             "--target",
             "/test-package",
             "--host",
@@ -164,6 +166,8 @@ fn a_sleep_action_becomes_sleep_then_cleanup() {
         strings(&[
             PROGRAM,
             "hook",
+            "--deadline",
+            "43",
             "--sleep",
             "5",
             "--target",
@@ -380,6 +384,8 @@ fn sidecar_mode_adds_one_native_sidecar_with_the_same_mounts_and_user() {
         strings(&[
             "/usr/local/bin/prestop-clean",
             "sidecar",
+            "--deadline",
+            "28",
             "--target",
             "/scratch",
             "--host",

@@ -115,7 +115,10 @@ fn node_agent_socket_is_given_to_the_exec_hook() {
         "{app}"
     );
     let argv = pre_stop_argv(app);
-    assert_eq!(argv[1..4], strings(&["hook", "--node-agent", SOCKET])[..]);
+    assert_eq!(
+        argv[1..6],
+        strings(&["hook", "--deadline", "38", "--node-agent", SOCKET])[..]
+    );
     assert_eq!(cleanup_targets(app), ["/scratch"]);
     // Only what the feature needs: the same patch as without the key, plus the volume,
     // the mount and the option.
@@ -230,8 +233,8 @@ fn the_sidecar_asks_the_node_agent() {
     let sidecar = our_sidecar(&outcome.patched);
     let argv = argv_of(sidecar.get("command"));
     assert_eq!(
-        argv[1..4],
-        strings(&["sidecar", "--node-agent", SOCKET])[..]
+        argv[1..6],
+        strings(&["sidecar", "--deadline", "28", "--node-agent", SOCKET])[..]
     );
     assert_eq!(sidecar_targets(&argv), Some(strings(&["/scratch"])));
     let mounts = sidecar["volumeMounts"].as_array().unwrap();
@@ -322,10 +325,7 @@ fn hooks_of_agent_asking_pods_read_back_as_ours() {
     let outcome = mutate_with(Endpoint::Mutate, &with_agent(), exec_job());
     let argv = pre_stop_argv(container(&outcome.patched, 0));
     let hook = Hook::from_argv(&argv).expect("ours");
-    assert_eq!(
-        hook.to_argv(prestop_injector::config::CleanerMode::Binary, Some(SOCKET)),
-        argv
-    );
+    assert_eq!(hook.to_program_argv_until(Some(38), Some(SOCKET)), argv);
 }
 
 /// What the API server will be sent: the mutated Job, and a Pod of its template, for both

@@ -24,6 +24,8 @@ fn unannotated_objects_are_left_alone_on_mutate_and_injected_on_auto() {
         pre_stop_argv(container(&auto.patched, 0))[1..],
         [
             "hook",
+            "--deadline",
+            "38",
             "--target",
             "/scratch",
             "--host",

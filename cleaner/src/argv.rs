@@ -2,10 +2,10 @@
 //! renders it into pod specs, and the program, which parses it.
 //!
 //! ```text
-//! prestop-clean hook [--node-agent SOCKET] [--sleep N]
+//! prestop-clean hook [--deadline S] [--node-agent SOCKET] [--sleep N]
 //!                    [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
 //!                    [--shell SHELL --script TEXT] [-- ARGV...]
-//! prestop-clean sidecar [--node-agent SOCKET]
+//! prestop-clean sidecar [--deadline S] [--node-agent SOCKET]
 //!                    [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
 //! prestop-clean install DIR
 //! prestop-clean empty --uid U --gid G [--groups G1,G2,...] PATH
@@ -32,6 +32,12 @@
 //!   supplementary groups listed (none without `--groups`), with no capability
 //!   ([`crate::as_user`]), then empties `PATH` (a path on the node, in the reaper's
 //!   mount namespace) and writes its report on stdout ([`crate::wire`]).
+//!
+//! `--deadline S` (docs/CLEANUP.md#the-deadline) is when the cleanup stops itself and
+//! reports, `S` whole seconds after the hook program started (the user's handler runs
+//! inside that time) or after the sidecar's signal: the webhook renders the kubelet's
+//! kill minus a margin for the report. An argv without it (a pod injected by a release
+//! before it) parses as `None`: no deadline, the cleanup runs until it ends or is killed.
 //!
 //! Every value is its own argv entry, so no path or user text is ever parsed by a shell.
 //! [`render`](HookArgs::render) writes options in one canonical order and
@@ -117,6 +123,9 @@ impl From<String> for Target {
 /// The arguments of `prestop-clean hook`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookArgs {
+    /// `--deadline S`: seconds after the program's start at which the cleanup stops and
+    /// reports; `None` in argv of older releases.
+    pub deadline: Option<u64>,
     /// `--node-agent SOCKET`: the node agent's unix socket, as seen inside the container.
     pub node_agent: Option<String>,
     pub before: Before,
@@ -127,6 +136,8 @@ pub struct HookArgs {
 /// The arguments of `prestop-clean sidecar`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SidecarArgs {
+    /// `--deadline S`: seconds after SIGTERM at which the cleanup stops and reports.
+    pub deadline: Option<u64>,
     /// `--node-agent SOCKET`: the node agent's unix socket, as seen inside the container.
     pub node_agent: Option<String>,
     pub targets: Vec<Target>,
@@ -152,6 +163,7 @@ impl HookArgs {
     /// The full argv, `program` first (the path of the program inside the container).
     pub fn render(&self, program: &str) -> Vec<String> {
         let mut argv = vec![program.to_owned(), HOOK.to_owned()];
+        render_deadline(self.deadline, &mut argv);
         render_node_agent(self.node_agent.as_deref(), &mut argv);
         if let Before::Sleep(seconds) = &self.before {
             argv.push("--sleep".to_owned());
@@ -179,12 +191,14 @@ impl HookArgs {
         if first != HOOK {
             return Err(bad(format!("expected {HOOK:?}, got {first:?}")));
         }
+        let (deadline, tail) = take_deadline(rest)?;
+        rest = tail;
         let (node_agent, tail) = take_node_agent(rest);
         rest = tail;
         let mut before = Before::Nothing;
         if let [flag, seconds, tail @ ..] = rest {
             if flag == "--sleep" {
-                before = Before::Sleep(parse_seconds(seconds)?);
+                before = Before::Sleep(parse_seconds("--sleep", seconds)?);
                 rest = tail;
             }
         }
@@ -211,6 +225,7 @@ impl HookArgs {
             [other, ..] => return Err(bad(format!("unexpected argument {other:?}"))),
         }
         Ok(HookArgs {
+            deadline,
             node_agent,
             before,
             targets,
@@ -223,6 +238,7 @@ impl SidecarArgs {
     /// The full argv, `program` first.
     pub fn render(&self, program: &str) -> Vec<String> {
         let mut argv = vec![program.to_owned(), SIDECAR.to_owned()];
+        render_deadline(self.deadline, &mut argv);
         render_node_agent(self.node_agent.as_deref(), &mut argv);
         render_targets(&self.targets, &mut argv);
         argv
@@ -236,14 +252,37 @@ impl SidecarArgs {
         if first != SIDECAR {
             return Err(bad(format!("expected {SIDECAR:?}, got {first:?}")));
         }
+        let (deadline, rest) = take_deadline(rest)?;
         let (node_agent, rest) = take_node_agent(rest);
         match take_targets(rest) {
             (targets, []) => Ok(SidecarArgs {
+                deadline,
                 node_agent,
                 targets,
             }),
             (_, [other, ..]) => Err(bad(format!("unexpected argument {other:?}"))),
         }
+    }
+}
+
+fn render_deadline(deadline: Option<u64>, argv: &mut Vec<String>) {
+    if let Some(seconds) = deadline {
+        argv.push("--deadline".to_owned());
+        argv.push(seconds.to_string());
+    }
+}
+
+/// A leading `--deadline S`, the first option [`render_deadline`] writes. Zero is
+/// refused: the webhook leaves the option out when the grace period has no room for it.
+fn take_deadline(rest: &[String]) -> Result<(Option<u64>, &[String]), BadArgs> {
+    match rest {
+        [flag, seconds, tail @ ..] if flag == "--deadline" => {
+            match parse_seconds("--deadline", seconds)? {
+                0 => Err(bad("--deadline must be at least 1 second")),
+                seconds => Ok((Some(seconds), tail)),
+            }
+        }
+        _ => Ok((None, rest)),
     }
 }
 
@@ -379,12 +418,12 @@ fn take_targets(mut rest: &[String]) -> (Vec<Target>, &[String]) {
 }
 
 /// Plain ASCII digits, as [`HookArgs::render`] writes them (no sign, no spaces).
-fn parse_seconds(text: &str) -> Result<u64, BadArgs> {
+fn parse_seconds(flag: &str, text: &str) -> Result<u64, BadArgs> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad(format!("--sleep takes whole seconds, got {text:?}")));
+        return Err(bad(format!("{flag} takes whole seconds, got {text:?}")));
     }
     text.parse()
-        .map_err(|_| bad(format!("--sleep {text:?} is out of range")))
+        .map_err(|_| bad(format!("{flag} {text:?} is out of range")))
 }
 
 #[cfg(test)]

@@ -49,6 +49,24 @@ pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX
 pub use target::check_target;
 pub use walk::WINDOW;
 
+/// The file a cleanup cut off by its deadline leaves in its target (created through the
+/// target's checked descriptor, empty, never following a link), so that the node reaper
+/// can count the directories it finishes after a cut-off (docs/REAPER.md). Anyone who can
+/// write the directory can forge it: it is good for counting and nothing else.
+pub const CUT_OFF_MARKER: &str = ".prestop-clean-cut-off";
+
+/// Stops every walk of this process at its next entry, for good (the `--deadline` of the
+/// hook and the sidecar): what is left stays for the node reaper, and [`walks_stopped`]
+/// tells the caller that the reports it gets are cut off.
+pub fn stop_walks() {
+    walk::STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Whether [`stop_walks`] was called.
+pub fn walks_stopped() -> bool {
+    walk::STOP.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Passes over a tree that keeps changing (a concurrent writer, a moved directory) before
 /// the survivors are reported.
 pub const MAX_PASSES: u32 = 3;
@@ -95,14 +113,26 @@ pub fn clean_target(target: &argv::Target, node_agent: Option<&str>) -> Report {
     clean_target_jobs(target, node_agent, default_jobs())
 }
 
-/// [`clean_target`] with `jobs` workers, as [`empty_directory_jobs`].
-pub fn clean_target_jobs(target: &argv::Target, node_agent: Option<&str>, jobs: usize) -> Report {
+/// [`clean_target_jobs`], telling `progress` the entries removed and bytes freed so far,
+/// as [`empty_directory_with_progress`] (the hook's report when its walk cannot stop in
+/// time).
+pub fn clean_target_with_progress(
+    target: &argv::Target,
+    node_agent: Option<&str>,
+    jobs: usize,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Report {
     clean(
         &target.path,
         Some((target, &expand::from_env, node_agent)),
         jobs,
-        &|_, _| {},
+        progress,
     )
+}
+
+/// [`clean_target`] with `jobs` workers, as [`empty_directory_jobs`].
+pub fn clean_target_jobs(target: &argv::Target, node_agent: Option<&str>, jobs: usize) -> Report {
+    clean_target_with_progress(target, node_agent, jobs, &|_, _| {})
 }
 
 type Expected<'t> = (
@@ -167,7 +197,7 @@ fn clean(
             }
         }
     };
-    walk_opened(
+    let report = walk_opened(
         path,
         root.as_fd(),
         &other_mounts,
@@ -175,7 +205,23 @@ fn clean(
         report,
         start,
         progress,
-    )
+    );
+    if walks_stopped() && !report.is_clean() && expected.is_some() {
+        // Cut off (or not started) by the deadline: mark it for the reaper's count. Only
+        // the hook and the sidecar, in a target whose identity was checked. An error (an
+        // existing marker, a full disk) only loses a count.
+        let _ = rustix::fs::openat(
+            root.as_fd(),
+            CUT_OFF_MARKER,
+            rustix::fs::OFlags::CREATE
+                | rustix::fs::OFlags::EXCL
+                | rustix::fs::OFlags::WRONLY
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        );
+    }
+    report
 }
 
 /// Empties the opened target `root`, never entering a directory in `other_mounts`, with
@@ -228,6 +274,11 @@ fn walk_opened(
             report.left = walk.left;
             report.survivors = walk.survivors;
             report.unnamed = walk.unnamed;
+            if walk.stopped && walks_stopped() {
+                // Cut off by the deadline: the rest was never reached, so never counted,
+                // but the target is not empty.
+                report.left = report.left.max(1);
+            }
             if report.left > 0 {
                 report.outcome = Outcome::Incomplete;
             }

@@ -5,36 +5,43 @@
 //! The walk uses as many workers as the CPUs the container may use, or
 //! `PRESTOP_CLEAN_JOBS` (1 to 256; 1 is the sequential walk).
 //!
+//! With `--deadline S`, the cleanup stops itself `S` seconds after the hook started (or
+//! after the sidecar's signal) and prints one line, `cut off by its deadline …`, with the
+//! entries and bytes removed, the seconds, and the targets left for the node reaper
+//! ([`deadline`]); a cleanup that ends in time prints what it always printed.
+//!
 //! Exit status: `hook` exits with the user's handler's (or script's) status when it is
-//! non-zero, else 1 when anything survived or a target was skipped (a target without
+//! non-zero, else 1 when it was cut off by its deadline, anything survived or a target was skipped (a target without
 //! `--host`, or whose mount is not the expected host directory, is skipped), else 0; `sidecar`
 //! exits 0 after cleaning; usage errors exit 2 before anything runs. `empty` (the node
 //! reaper's walk as a gone pod's user) exits 2 without touching anything when it cannot
 //! become exactly that user, else 0 when the directory is empty or missing, else 1.
 
+mod deadline;
 mod install;
 
 use std::ffi::OsString;
 use std::io::{self, Write as _};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitCode};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use deadline::Deadline;
 use prestop_clean::agent::{AgentArgs, NODE_AGENT};
 use prestop_clean::argv::{
     Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
 };
 use prestop_clean::as_user::become_user;
 use prestop_clean::{
-    check_target, clean_target, default_jobs, empty_directory_with_progress, escape, jobs_from_env,
-    wire,
+    check_target, clean_target_with_progress, default_jobs, empty_directory_with_progress, escape,
+    jobs_from_env, walks_stopped, wire,
 };
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-const USAGE: &str = "usage: prestop-clean hook [--node-agent SOCKET] [--sleep N] \
+const USAGE: &str = "usage: prestop-clean hook [--deadline S] [--node-agent SOCKET] [--sleep N] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]... [--shell SHELL --script TEXT] [-- ARGV...]
-       prestop-clean sidecar [--node-agent SOCKET] \
+       prestop-clean sidecar [--deadline S] [--node-agent SOCKET] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
        prestop-clean install DIR
        prestop-clean node-agent --host-root DIR --socket PATH [--allow PREFIX]...
@@ -107,6 +114,10 @@ fn checked(targets: &[Target]) -> Option<u8> {
 }
 
 fn hook(args: &HookArgs) -> u8 {
+    // The deadline counts from here: the user's handler and script run inside it.
+    let deadline = args
+        .deadline
+        .map(|seconds| Deadline::arm(Instant::now(), seconds, &args.targets));
     let mut status = 0;
     match &args.before {
         Before::Nothing => {}
@@ -126,7 +137,7 @@ fn hook(args: &HookArgs) -> u8 {
             status = script_status;
         }
     }
-    let clean = clean_all(&args.targets, args.node_agent.as_deref());
+    let clean = clean_all(&args.targets, args.node_agent.as_deref(), deadline);
     match status {
         0 if clean => 0,
         0 => 1,
@@ -157,15 +168,35 @@ fn run(command: &mut Command, program: &str) -> u8 {
     }
 }
 
-/// Empties every target, one summary line each on stderr; true when all are clean.
-fn clean_all(targets: &[Target], node_agent: Option<&str>) -> bool {
+/// Empties every target, one summary line each on stderr; true when all are clean. Past
+/// the deadline, nothing more is started and the cut-off line replaces the summary of
+/// the target it stopped.
+fn clean_all(targets: &[Target], node_agent: Option<&str>, deadline: Option<&Deadline>) -> bool {
     let mut clean = true;
-    for target in targets {
-        let report = clean_target(target, node_agent);
-        eprintln!("prestop-clean: {}", report.summary());
+    for (index, target) in targets.iter().enumerate() {
+        if walks_stopped() {
+            break;
+        }
+        let report = match deadline {
+            Some(deadline) => {
+                deadline.starting(index);
+                let progress = |removed, bytes| deadline.progress(removed, bytes);
+                let report =
+                    clean_target_with_progress(target, node_agent, default_jobs(), &progress);
+                deadline.done(&report);
+                report
+            }
+            None => clean_target_with_progress(target, node_agent, default_jobs(), &|_, _| {}),
+        };
         clean &= report.is_clean();
+        if report.is_clean() || !walks_stopped() {
+            eprintln!("prestop-clean: {}", report.summary());
+        }
     }
-    clean
+    match deadline {
+        Some(deadline) => !deadline.report_if_cut_off() && clean,
+        None => clean,
+    }
 }
 
 /// Idles until SIGTERM or SIGINT, then cleans and exits 0. The handlers matter as PID 1,
@@ -200,7 +231,11 @@ fn sidecar(args: &SidecarArgs) -> u8 {
             "SIGTERM"
         }
     );
-    clean_all(&args.targets, args.node_agent.as_deref());
+    // The sidecar's deadline counts from the signal: the kubelet's kill counts from it too.
+    let deadline = args
+        .deadline
+        .map(|seconds| Deadline::arm(Instant::now(), seconds, &args.targets));
+    clean_all(&args.targets, args.node_agent.as_deref(), deadline);
     0
 }
 

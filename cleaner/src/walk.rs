@@ -116,6 +116,12 @@ impl Frame {
     }
 }
 
+/// Set once the program's deadline has passed (`--deadline`, [`crate::stop_walks`]): every
+/// walk stops at its next entry as at a read-only filesystem, so each worker finishes the
+/// removal it is in (no entry is ever half-removed) and what is left stays, for the node
+/// reaper. Process-wide: a deadline is the program's, never one walk's.
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
+
 /// Removed entries between two progress reports ([`Walk::progress`]).
 pub(crate) const PROGRESS_EVERY: u64 = 256;
 
@@ -226,7 +232,7 @@ impl<'a> Walk<'a> {
         self.stack
             .push(Frame::new(dir, CString::default(), dev, ino));
         while !self.stopped {
-            if self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed)) {
+            if self.halted() {
                 self.stopped = true;
                 break;
             }
@@ -308,14 +314,19 @@ impl<'a> Walk<'a> {
     /// batch, in a walk of its own on the same root.
     pub(crate) fn remove_entries(&mut self, entries: Vec<Entry>) {
         for entry in entries {
-            if self.stopped || self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed)) {
-                // Stopped (read-only): what is left stays, uncounted, as in `run`.
+            if self.stopped || self.halted() {
+                // Stopped (read-only, or the deadline): what is left stays, uncounted, as in `run`.
                 self.stopped = true;
                 return;
             }
             self.entry(entry);
             self.report_progress();
         }
+    }
+
+    /// Whether to stop now: a read-only filesystem met by any worker, or the deadline.
+    fn halted(&self) -> bool {
+        self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed)) || STOP.load(Ordering::Relaxed)
     }
 
     /// Tells `progress` how far the walk got, every [`PROGRESS_EVERY`] removed entries.

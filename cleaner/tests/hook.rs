@@ -26,6 +26,7 @@ fn run_hook(args: &HookArgs) -> std::process::Output {
 
 fn hook(before: Before, sandbox: &Sandbox, script: Option<Script>) -> HookArgs {
     HookArgs {
+        deadline: None,
         node_agent: None,
         before,
         // The sandbox is on the test machine's whole root filesystem, under its own path.

@@ -109,10 +109,13 @@ source "$HERE/lib/scenarios.sh"
 source "$HERE/lib/safety.sh"
 # shellcheck source=lib/third_review.sh
 source "$HERE/lib/third_review.sh"
+# shellcheck source=lib/deadline.sh
+source "$HERE/lib/deadline.sh"
 
 run_scenarios
 run_safety_scenarios
 run_third_review_scenarios
+run_deadline_scenarios
 
 # --- teardown, checked -----------------------------------------------------------------
 suite_teardown_checked

@@ -49,6 +49,10 @@ pub struct Metrics {
     pub would_empty: Counter,
     pub entries_removed: Counter,
     pub bytes_freed: Counter,
+    /// Directories emptied whose hook or sidecar had been cut off by its deadline, by
+    /// the marker it left (`prestop_clean::CUT_OFF_MARKER`): anyone who can write the
+    /// directory can forge one, so it is counted and never decides anything.
+    pub cut_off_finished: Counter,
     refusals: Family<ReasonLabels, Counter>,
     pub watch_restarts: Counter,
     pub state_write_failures: Counter,
@@ -68,6 +72,7 @@ impl Metrics {
             would_empty: Counter::default(),
             entries_removed: Counter::default(),
             bytes_freed: Counter::default(),
+            cut_off_finished: Counter::default(),
             refusals: Family::default(),
             watch_restarts: Counter::default(),
             state_write_failures: Counter::default(),
@@ -103,6 +108,11 @@ impl Metrics {
             "bytes_freed",
             "Bytes of regular files removed",
             metrics.bytes_freed.clone(),
+        );
+        r.register(
+            "cut_off_cleanups_finished",
+            "Directories emptied after their preStop or sidecar cleanup was cut off by its deadline",
+            metrics.cut_off_finished.clone(),
         );
         r.register(
             "refusals",

@@ -45,6 +45,11 @@ fn node_agents() -> Vec<Option<String>> {
     ]
 }
 
+/// No deadline (a pod of an older release), the smallest, an ordinary one, the largest.
+fn deadlines() -> impl Iterator<Item = Option<u64>> + Clone {
+    [None, Some(1), Some(28), Some(u64::MAX)].into_iter()
+}
+
 fn round_trip(args: HookArgs) {
     let argv = args.render("/.prestop-injector/prestop-clean");
     assert_eq!(argv[1], HOOK);
@@ -66,8 +71,9 @@ fn hook_round_trips() {
     ] {
         for targets in target_lists() {
             for script in [None, script.clone()] {
-                for node_agent in node_agents() {
+                for (node_agent, deadline) in node_agents().into_iter().zip(deadlines().cycle()) {
                     round_trip(HookArgs {
+                        deadline,
                         node_agent,
                         before: before.clone(),
                         targets: targets.clone(),
@@ -82,6 +88,7 @@ fn hook_round_trips() {
 #[test]
 fn user_argv_is_never_read_as_options() {
     let args = HookArgs {
+        deadline: Some(28),
         node_agent: None,
         before: Before::Exec(strings(&[
             "/bin/sh",
@@ -94,6 +101,8 @@ fn user_argv_is_never_read_as_options() {
             "--whole-filesystem",
             "--node-agent",
             "/tmp/evil.sock",
+            "--deadline",
+            "99999",
         ])),
         targets: vec![Target::on_host("/scratch", "/mnt/scratch")],
         script: None,
@@ -104,6 +113,40 @@ fn user_argv_is_never_read_as_options() {
         [Target::on_host("/scratch", "/mnt/scratch")]
     );
     assert_eq!(parsed.node_agent, None);
+    assert_eq!(parsed.deadline, Some(28));
+}
+
+/// A pod injected by the release before `--deadline` keeps its exact argv: it must
+/// parse, with no deadline, and render back to itself (so the webhook still recognises
+/// its own hook and the reaper its sealed targets).
+#[test]
+fn argv_of_the_previous_release_parses_without_a_deadline() {
+    let hook = strings(&[
+        "/.prestop-injector/prestop-clean",
+        "hook",
+        "--node-agent",
+        "/run/prestop-injector/agent.sock",
+        "--target",
+        "/scratch",
+        "--host",
+        "/mnt/scratch",
+        "--",
+        "/bin/drain",
+    ]);
+    let parsed = HookArgs::parse(&hook[1..]).unwrap();
+    assert_eq!(parsed.deadline, None);
+    assert_eq!(parsed.render(&hook[0]), hook);
+    let sidecar = strings(&[
+        "/usr/local/bin/prestop-clean",
+        "sidecar",
+        "--target",
+        "/scratch",
+        "--host",
+        "/mnt/scratch",
+    ]);
+    let parsed = SidecarArgs::parse(&sidecar[1..]).unwrap();
+    assert_eq!(parsed.deadline, None);
+    assert_eq!(parsed.render(&sidecar[0]), sidecar);
 }
 
 #[test]
@@ -124,6 +167,15 @@ fn foreign_command_lines_are_refused() {
         strings(&["hook", "--sleep", "1", "--node-agent", "/s"]),
         strings(&["hook", "--target", "/a", "--node-agent", "/s"]),
         strings(&["hook", "--node-agent", "/s", "--node-agent", "/t"]),
+        // --deadline only first, once, whole seconds, at least 1.
+        strings(&["hook", "--deadline"]),
+        strings(&["hook", "--deadline", "0"]),
+        strings(&["hook", "--deadline", "-1"]),
+        strings(&["hook", "--deadline", "1.5"]),
+        strings(&["hook", "--deadline", "99999999999999999999"]),
+        strings(&["hook", "--node-agent", "/s", "--deadline", "5"]),
+        strings(&["hook", "--deadline", "5", "--deadline", "5"]),
+        strings(&["hook", "--target", "/a", "--deadline", "5"]),
         // Per-target options only right after their target, in render order.
         strings(&["hook", "--host", "/mnt/x"]),
         strings(&["hook", "--whole-filesystem"]),
@@ -156,6 +208,8 @@ fn foreign_command_lines_are_refused() {
         strings(&["sidecar", "--node-agent"]),
         strings(&["sidecar", "--target", "/a", "--node-agent", "/s"]),
         strings(&["sidecar", "--node-agent", "/s", "--node-agent", "/t"]),
+        strings(&["sidecar", "--deadline", "0"]),
+        strings(&["sidecar", "--node-agent", "/s", "--deadline", "5"]),
     ] {
         assert!(SidecarArgs::parse(&args).is_err(), "{args:?}");
     }
@@ -167,8 +221,9 @@ fn sidecar_round_trips() {
         .into_iter()
         .chain([targets(&["/scratch", "/--target"])])
     {
-        for node_agent in node_agents() {
+        for (node_agent, deadline) in node_agents().into_iter().zip(deadlines().cycle()) {
             let args = SidecarArgs {
+                deadline,
                 node_agent,
                 targets: targets.clone(),
             };

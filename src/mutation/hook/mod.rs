@@ -7,7 +7,7 @@
 //! Contract:
 //! - A [`Hook`] (what runs before, what our part does) renders in one of two forms,
 //!   chosen by `cleaner.mode` ([`Hook::to_argv`]):
-//!   - `binary`: `[PROGRAM, "hook", (--node-agent SOCKET)?, (--sleep N)?, (--target P
+//!   - `binary`: `[PROGRAM, "hook", (--deadline S)?, (--node-agent SOCKET)?, (--sleep N)?, (--target P
 //!     (--host H)? (--whole-filesystem)?)…, (--shell S --script T)?, (-- user…)?]`, the
 //!     argv of the static cleaner program as [`prestop_clean::argv::HookArgs::render`]
 //!     writes it. No shell unless a custom script needs one. Each target carries the
@@ -15,7 +15,10 @@
 //!     `--node-agent` is where the node agent's socket is mounted in that container
 //!     (`nodeAgent` in the config, [`crate::mutation::inject::node_agent`]). It is how
 //!     the hook is delivered, not what it does: [`Hook`] does not hold it, and
-//!     [`Hook::from_argv`] reads a hook with or without it.
+//!     [`Hook::from_argv`] reads a hook with or without it. `--deadline` likewise: it
+//!     follows from the pod's grace period ([`deadline_seconds`]), which is known only
+//!     after the hooks are in place, so the pod stage inserts it last; hooks of older
+//!     releases, without it, are still recognised.
 //!   - `shell`: `[shell, "-c", SCRIPT, "prestop-injector", lead…, user…]` where `lead` are
 //!     the cleanup targets' paths (or the custom script) and `user` is the user's own
 //!     preStop argv, untouched. The script text comes from [`crate::mutation::hook::script`] and
@@ -92,6 +95,16 @@ impl Hook {
 
     /// `[PROGRAM, "hook", (--node-agent SOCKET)?, …]`.
     pub fn to_program_argv_asking(&self, node_agent: Option<&str>) -> Vec<String> {
+        self.to_program_argv_until(None, node_agent)
+    }
+
+    /// `[PROGRAM, "hook", (--deadline S)?, (--node-agent SOCKET)?, …]`: `deadline` from
+    /// [`deadline_seconds`], set once the grace period is known.
+    pub fn to_program_argv_until(
+        &self,
+        deadline: Option<u64>,
+        node_agent: Option<&str>,
+    ) -> Vec<String> {
         let (targets, script) = match &self.action {
             Action::Cleanup(targets) => (targets.clone(), None),
             Action::Custom(text) => (
@@ -103,6 +116,7 @@ impl Hook {
             ),
         };
         HookArgs {
+            deadline,
             node_agent: node_agent.map(str::to_owned),
             before: self.before.clone(),
             targets,
@@ -153,7 +167,7 @@ impl Hook {
             return None;
         }
         let parsed = HookArgs::parse(args).ok()?;
-        let node_agent = parsed.node_agent;
+        let (deadline, node_agent) = (parsed.deadline, parsed.node_agent);
         let (shell, action) = match (parsed.targets, parsed.script) {
             (targets, None) => (String::new(), Action::Cleanup(targets)),
             (targets, Some(Script { shell, text })) if targets.is_empty() => {
@@ -167,7 +181,7 @@ impl Hook {
             before: parsed.before,
             action,
         };
-        (hook.to_program_argv_asking(node_agent.as_deref()) == argv).then_some(hook)
+        (hook.to_program_argv_until(deadline, node_agent.as_deref()) == argv).then_some(hook)
     }
 
     fn from_shell_argv(argv: &[String]) -> Option<Hook> {
@@ -247,11 +261,39 @@ pub fn target_paths(targets: &[Target]) -> Vec<String> {
 /// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", (--node-agent
 /// SOCKET)?, --target P…]`, `node_agent` being the agent's socket inside the sidecar.
 pub fn program_sidecar_argv(targets: &[Target], node_agent: Option<&str>) -> Vec<String> {
+    program_sidecar_argv_until(targets, None, node_agent)
+}
+
+/// [`program_sidecar_argv`] with `--deadline S` first.
+pub fn program_sidecar_argv_until(
+    targets: &[Target],
+    deadline: Option<u64>,
+    node_agent: Option<&str>,
+) -> Vec<String> {
     SidecarArgs {
+        deadline,
         node_agent: node_agent.map(str::to_owned),
         targets: targets.to_vec(),
     }
     .render(IMAGE_PROGRAM)
+}
+
+/// Seconds between the deadline the program stops at and the kubelet's kill: for the
+/// program to stop its workers and print its line, and for the kubelet to read it
+/// (docs/CLEANUP.md#the-deadline).
+pub const DEADLINE_MARGIN_SECONDS: u64 = 2;
+
+/// docs/CLEANUP.md#the-deadline: the `--deadline` of a hook, counted from its start, or of
+/// the sidecar, counted from its SIGTERM. `grace` is the pod's grace period: the kubelet
+/// kills a preStop hook that still runs `grace` seconds after the deletion, which is
+/// when the hook started (the user's own handler runs inside it). The sidecar is signalled
+/// only after the app containers stopped, and the grace period holds `sidecar_budget`
+/// (`cleanupBudgetSeconds`) for it. `None` when the margin leaves no second.
+pub fn deadline_seconds(grace: u64, sidecar_budget: Option<u64>) -> Option<u64> {
+    let until_kill = sidecar_budget.map_or(grace, |budget| budget.min(grace));
+    until_kill
+        .checked_sub(DEADLINE_MARGIN_SECONDS)
+        .filter(|seconds| *seconds > 0)
 }
 
 /// The target paths of a command produced by [`sidecar_argv`] or
@@ -266,7 +308,11 @@ pub fn sidecar_identified_targets(argv: &[String]) -> Option<Vec<Target>> {
     if let [program, args @ ..] = argv {
         if program == IMAGE_PROGRAM {
             let parsed = SidecarArgs::parse(args).ok()?;
-            let rendered = program_sidecar_argv(&parsed.targets, parsed.node_agent.as_deref());
+            let rendered = program_sidecar_argv_until(
+                &parsed.targets,
+                parsed.deadline,
+                parsed.node_agent.as_deref(),
+            );
             return (rendered == argv).then_some(parsed.targets);
         }
     }

@@ -136,10 +136,18 @@ fn program_argv(container: &Value, pointer: &str) -> Option<Vec<String>> {
 }
 
 /// Whether `argv` is our program's (the hook's or the sidecar's) told to ask the agent at
-/// [`SOCKET`]: `[program, subcommand, "--node-agent", SOCKET, …]`, recognised whole.
+/// [`SOCKET`]: `[program, subcommand, (--deadline S)?, "--node-agent", SOCKET, …]`,
+/// recognised whole.
 fn asks_agent(argv: Option<Vec<String>>) -> bool {
     argv.is_some_and(|argv| {
-        let told = argv.get(2..4) == Some(&["--node-agent".to_owned(), SOCKET.to_owned()][..]);
+        // `--deadline S` comes first when present (prestop_clean::argv).
+        let at = if argv.get(2).is_some_and(|a| a == "--deadline") {
+            4
+        } else {
+            2
+        };
+        let told =
+            argv.get(at..at + 2) == Some(&["--node-agent".to_owned(), SOCKET.to_owned()][..]);
         let ours = match argv.first().map(String::as_str) {
             Some(PROGRAM) => Hook::from_argv(&argv).is_some(),
             Some(IMAGE_PROGRAM) => sidecar_targets(&argv).is_some(),

@@ -75,8 +75,10 @@ pub fn mutate(
     // and whether that program asks the node agent, whose socket must be mounted too.
     let mut needs_program = Vec::new();
     let mut needs_agent = Vec::new();
+    // The program hooks, given their `--deadline` once the grace period is known.
+    let mut program_hooks = Vec::new();
     if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
-        for (container, plan) in containers.iter_mut().zip(plans) {
+        for (index, (container, plan)) in containers.iter_mut().zip(plans).enumerate() {
             let name = container
                 .field("name")
                 .and_then(Value::as_str)
@@ -122,6 +124,10 @@ pub fn mutate(
                         set_exec(container, hook.to_argv(mode, socket));
                         injected.push(name);
                         needs = mode == CleanerMode::Binary;
+                        // A custom script has no cleanup to cut off: it runs to the kill.
+                        if needs && matches!(hook.action, Action::Cleanup(_)) {
+                            program_hooks.push(index);
+                        }
                         asks_agent = socket.is_some();
                     }
                 }
@@ -166,6 +172,7 @@ pub fn mutate(
         has_sidecar,
         &mut warnings,
     );
+    set_deadlines(spec, &program_hooks, sidecar_name.as_deref(), grace, config);
     let changed = template != original;
     let status_present = template
         .at("/metadata/annotations")
@@ -228,6 +235,57 @@ pub(crate) fn child<'v>(value: &'v mut Value, key: &str) -> Option<&'v mut Value
         *slot = Value::Object(Map::new());
     }
     slot.is_object().then_some(slot)
+}
+
+/// docs/CLEANUP.md#the-deadline: gives each program hook (`hooks`, indices of app
+/// containers) and the program sidecar their `--deadline`, now that the grace period is
+/// final (its estimate reads the hooks, so they are in place before it, without one).
+/// The option is inserted where `HookArgs::render` writes it, first after the
+/// subcommand, rather than rendered again: the same argv for a fraction of the cost (the
+/// core tests' second pass re-parses and re-renders it, and must find it ours).
+fn set_deadlines(
+    spec: &mut Value,
+    hooks: &[usize],
+    sidecar: Option<&str>,
+    grace: u64,
+    config: &Config,
+) {
+    use crate::mutation::hook::deadline_seconds;
+    if let (Some(seconds), Some(containers)) = (
+        deadline_seconds(grace, None),
+        spec.field_mut("containers").and_then(Value::as_array_mut),
+    ) {
+        for &index in hooks {
+            let command = containers
+                .get_mut(index)
+                .and_then(|c| c.at_mut("/lifecycle/preStop/exec/command"));
+            insert_deadline(command, seconds);
+        }
+    }
+    let (Some(name), CleanerMode::Binary) = (sidecar, config.cleaner.mode) else {
+        return;
+    };
+    let Some(seconds) = deadline_seconds(grace, Some(config.cleanup_budget_seconds)) else {
+        return;
+    };
+    if let Some(init) = spec
+        .field_mut("initContainers")
+        .and_then(Value::as_array_mut)
+    {
+        let ours = init
+            .iter_mut()
+            .find(|c| c.field("name").and_then(Value::as_str) == Some(name));
+        insert_deadline(ours.and_then(|c| c.field_mut("command")), seconds);
+    }
+}
+
+/// `[program, subcommand, …]` becomes `[program, subcommand, "--deadline", S, …]`.
+fn insert_deadline(command: Option<&mut Value>, seconds: u64) {
+    if let Some(argv) = command.and_then(Value::as_array_mut) {
+        if argv.len() >= 2 {
+            argv.splice(2..2, [json!("--deadline"), json!(seconds.to_string())]);
+        }
+    }
 }
 
 pub(super) fn set_exec(container: &mut Value, argv: Vec<String>) {

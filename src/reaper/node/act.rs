@@ -121,6 +121,9 @@ impl Reaper {
             self.events.send(Kind::Normal, events::WOULD_EMPTY, &event);
             return Next::Forget;
         }
+        // Looked at before the walk removes it, used only after the walk's outcome and only
+        // for counting: a forged marker adds one to a counter and changes nothing else.
+        let cut_off = cut_off_marker(&location);
         let report = match self.walk(directory, &location, &user).await {
             Some(Walked::Done(report)) => report,
             Some(Walked::Stopped {
@@ -177,10 +180,14 @@ impl Reaper {
         match &report.outcome {
             Outcome::Emptied if report.removed > 0 => {
                 self.metrics.emptied.inc();
+                if cut_off {
+                    self.metrics.cut_off_finished.inc();
+                }
                 let message = format!("{summary}; left by {pods}, gone from the API");
                 tracing::info!(
                     directory,
                     location,
+                    cut_off,
                     removed = report.removed,
                     bytes = report.bytes,
                     "{message}"
@@ -301,6 +308,14 @@ impl Reaper {
             .map(str::to_owned)
             .ok_or(("rule", "has a path that is not UTF-8".to_owned()))
     }
+}
+
+/// Whether the directory holds the marker of a cleanup cut off by its deadline
+/// (docs/REAPER.md#what-you-see): a regular file, not followed if a link. A read-only look,
+/// for a counter only; any error is no marker.
+fn cut_off_marker(location: &str) -> bool {
+    std::fs::symlink_metadata(Path::new(location).join(prestop_clean::CUT_OFF_MARKER))
+        .is_ok_and(|meta| meta.file_type().is_file())
 }
 
 /// The one user the directory's gone pods would have emptied it as; `Err` is the metric
