@@ -33,7 +33,20 @@ fn assert_patched(review: &serde_json::Value) {
     let containers = &object["spec"]["template"]["spec"]["containers"];
     let hook = &containers[0]["lifecycle"]["preStop"]["exec"]["command"];
     assert_eq!(hook[0], "/.prestop-injector/prestop-clean", "{containers}");
-    assert_eq!(hook[3], "/test-package", "{containers}");
+    let argv: Vec<&str> = hook
+        .as_array()
+        .expect("argv")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        argv.windows(2).any(|w| w == ["--target", "/test-package"]),
+        "{containers}"
+    );
+    assert!(
+        argv.windows(2).any(|w| w == ["--deadline", "38"]),
+        "the 40 s grace less 2 s: {containers}"
+    );
 }
 
 fn readme_config() -> Config {
