@@ -7,7 +7,7 @@
 //! - the server path (`admission::review`, which skips parsing objects it cannot act on)
 //!   decides exactly as the core does on the whole request;
 //! - DELETE, CONNECT, sub-resources, unsupported kinds and `/validate` never get a patch;
-//! - a denial carries no patch; warnings are at most 120 characters;
+//! - a denial carries no patch; warnings are at most `MAX_WARNING_CHARS` (256);
 //! - the patch applies (json-patch, RFC 6902) and touches only the fields docs/DESIGN.md#responses
 //!   lists;
 //! - a second pass on the patched object yields neither a patch nor a denial;
@@ -94,8 +94,9 @@ pub fn check_response(body: &[u8], uid: &str, decision: &Decision) {
 pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, decision: &Decision) {
     for warning in &decision.warnings {
         assert!(
-            warning.chars().count() <= 120,
-            "warning over 120 characters: {warning:?}"
+            warning.chars().count() <= prestop_injector::mutation::MAX_WARNING_CHARS,
+            "warning over {} characters: {warning:?}",
+            prestop_injector::mutation::MAX_WARNING_CHARS
         );
     }
     let Some(patch) = &decision.patch else {
