@@ -37,10 +37,12 @@
 //! json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
 //! let spec = &patched["spec"]["template"]["spec"];
 //! assert_eq!(spec["terminationGracePeriodSeconds"], 40); // 30 s cleanup + 10 s shutdown
-//! // The cleaner program, delivered by an init container: `prestop-clean hook --target /scratch`.
+//! // The cleaner program, delivered by an init container: `prestop-clean hook --deadline 38
+//! // --target /scratch …`, stopping itself 2 s before the kubelet's kill.
 //! let hook = &spec["containers"][0]["lifecycle"]["preStop"]["exec"]["command"];
 //! assert_eq!(hook[0], "/.prestop-injector/prestop-clean");
-//! assert_eq!(hook[3], "/scratch");
+//! assert_eq!(hook.as_array().unwrap()[2..5], json!(["--deadline", "38", "--target"]).as_array().unwrap()[..]);
+//! assert_eq!(hook[5], "/scratch");
 //! assert_eq!(spec["initContainers"][0]["name"], "prestop-install");
 //! ```
 
