@@ -18,6 +18,8 @@
 //!      the whole `H` from the node's root without following any symlink and answers
 //!      `same` only when that directory's `(st_dev, st_ino)` is the descriptor's. Its
 //!      `differs` or `refused` skips the target with its sentence, never falling back.
+//!      The agent answers `same` only when, besides, no other container on the node uses
+//!      the directory (issue 31); its `in-use` skips the target too.
 //!    - **the strict rule**, when there is no agent or it cannot be reached: `H` must end
 //!      with the target's suffix below the mount point, and what is left, `H_mount`, must
 //!      *equal* the mount's `root` (component by component). That holds only for a host
@@ -123,6 +125,9 @@ pub(crate) fn check(
                 mount.major,
                 mount.minor
             ));
+        }
+        Some(Verdict::InUse(why)) => {
+            return Err(format!("the node agent says: {why}"));
         }
         Some(Verdict::Refused(why)) => {
             return Err(format!(

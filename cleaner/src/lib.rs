@@ -27,6 +27,7 @@ pub mod as_user;
 mod expand;
 pub mod host_path;
 pub mod identity;
+pub mod in_use;
 mod jobs;
 pub mod mountinfo;
 pub mod prefix;

@@ -39,7 +39,7 @@ pub mod claims;
 pub mod derive;
 pub mod events;
 pub mod expand;
-pub mod in_use;
+pub use prestop_clean::in_use;
 pub mod ledger;
 pub mod metrics;
 pub mod node;

@@ -2,7 +2,8 @@
 //! shell or a client in the image (the agent is the static cleaner program).
 //!
 //! - `GET /metrics`: `prestop_injector_node_agent_answers_total{verdict}` (`same`,
-//!   `differs`, `refused`, `busy`), `…_requests_in_flight`, `…_judgements_stuck`;
+//!   `in_use`, `differs`, `refused`, `busy`), `…_requests_in_flight`,
+//!   `…_judgements_stuck`;
 //! - `GET /healthz`, `GET /readyz`: `200 ok` while the agent can answer: its socket is
 //!   still the one it bound (a removed or replaced socket is reachable by no cleaner),
 //!   and fewer than [`MAX_STUCK`] judgements are stuck; else `503` and why, so that the

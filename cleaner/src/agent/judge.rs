@@ -1,5 +1,8 @@
-//! The agent's one decision: is the directory a pod sent the node's directory at the host
-//! path it names?
+//! The agent's one decision: may the pod empty the directory it sent, now? That is two
+//! questions, both answered from the node: is it the node's directory at the host path it
+//! names (`same`, else `differs`), and does no other container on the node reach it, by
+//! any name, above it or below it ([`crate::in_use`], the reaper's own check; else
+//! `in-use`)?
 //!
 //! What the pod is told speaks only of what the pod already has: its own directory, the
 //! path it asked about, the prefixes. What the node holds at that path when it is *not*
@@ -7,14 +10,19 @@
 //! none of the pod's business: a tenant could map another uid's `0700` directory with it
 //! (issue 32, the oracle). That sentence goes to the agent's log, for the operator.
 
+use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
+use std::path::Path;
 
 use rustix::fs::{fstat, major, minor, openat2, statat, AtFlags, FileType, Mode, OFlags};
 use rustix::fs::{ResolveFlags, Stat};
 use rustix::io::{retry_on_intr, Errno};
 
+use std::os::unix::ffi::OsStrExt as _;
+
 use super::peer::{self, Peer};
 use super::protocol::{at_or_below, is_normalized, shown};
+use crate::in_use;
 use crate::report::escape;
 
 /// Why the answer is not `same`.
@@ -35,7 +43,18 @@ impl From<String> for NotSame {
     }
 }
 
-/// `Ok` when `pod` is the node's directory at `host`; else what to answer and log.
+/// The node as the agent sees it.
+pub struct Node<'a> {
+    /// `--host-root`, opened.
+    pub root: BorrowedFd<'a>,
+    /// `--host-root`, as a path in the agent's mount namespace (for its own mountinfo).
+    pub root_path: &'a [u8],
+    /// `--allow`.
+    pub allow: &'a [Vec<u8>],
+}
+
+/// `Ok` when `pod` is the node's directory at `host` and no other container on the node
+/// uses it; else what to answer and log.
 ///
 /// It answers `same` only when the host path is absolute, normalized, at or below an
 /// `--allow` prefix (when any is given), the descriptor lies on no network or FUSE
@@ -47,9 +66,9 @@ pub fn judge(
     host: &[u8],
     pod: BorrowedFd<'_>,
     asker: &Peer,
-    root: BorrowedFd<'_>,
-    allow: &[Vec<u8>],
+    node: &Node<'_>,
 ) -> Result<(), NotSame> {
+    let (root, allow) = (node.root, node.allow);
     let shown = shown(host);
     if !is_normalized(host) {
         return Err(NotSame::from(format!(
@@ -63,7 +82,12 @@ pub fn judge(
             prefixes.join(", ")
         )));
     }
-    match peer::filesystem_of(pod, asker) {
+    let asker_mounts = peer::mounts_of(asker).map_err(|why| {
+        NotSame::from(format!(
+            "refused: cannot tell the filesystem of the pod's descriptor for {shown}: {why}"
+        ))
+    })?;
+    match peer::filesystem_of(pod, &asker_mounts) {
         Ok(fs) if peer::is_remote_or_userspace(&fs) => {
             return Err(NotSame::from(format!(
                 "refused: the pod's descriptor for {shown} is on a {} filesystem, whose server \
@@ -88,15 +112,53 @@ pub fn judge(
         )));
     }
     let pods = format!("the pod's directory is {}", identity(&pod_st));
-    real_path(host, root, allow)
-        .and_then(|real| on_the_node(host, &real, &pod_st, root))
-        .map_err(|detail| NotSame {
-            answer: format!(
-                "differs: the node's {shown} is not the pod's directory ({pods}); the node \
+    let differs = |detail: String| NotSame {
+        answer: format!(
+            "differs: the node's {shown} is not the pod's directory ({pods}); the node \
              agent's log on the node says why"
+        ),
+        on_the_node: Some(format!("{detail}; {pods}")),
+    };
+    let (real, prefix) = real_path(host, root, allow).map_err(differs)?;
+    on_the_node(host, &real, &pod_st, root).map_err(differs)?;
+    let asker_mounts: HashSet<u64> = asker_mounts.iter().map(|m| m.id).collect();
+    let in_agent = |path: &[u8]| match (node.root_path, path) {
+        (b"/", path) => path.to_vec(),
+        (root, b"/") => root.to_vec(),
+        (root, path) => [root, path].concat(),
+    };
+    let location = in_agent(&real);
+    let prefix = prefix.map(|prefix| in_agent(&prefix));
+    let candidate = in_use::Candidate {
+        location: Path::new(std::ffi::OsStr::from_bytes(&location)),
+        dev: (major(pod_st.st_dev), minor(pod_st.st_dev)),
+        host_path: &real,
+    };
+    let prefix = prefix
+        .as_deref()
+        .map(|prefix| Path::new(std::ffi::OsStr::from_bytes(prefix)));
+    let used = in_use::check_for_asker(&candidate, prefix, &asker_mounts);
+    // The scan read paths, not the descriptor: the directory must still be the pod's after
+    // it (a rename of it, or of a directory above it, during the scan would have had it
+    // look at another path).
+    on_the_node(host, &real, &pod_st, root).map_err(differs)?;
+    used.map_err(|busy| match busy {
+        in_use::Busy::InUse(who) => NotSame {
+            answer: format!(
+                "in-use: another container on the node uses the node's {shown}, a directory \
+                 inside it or one above it: nothing is removed, the node reaper empties it \
+                 once nobody does"
             ),
-            on_the_node: Some(format!("{detail}; {pods}")),
-        })
+            on_the_node: Some(who),
+        },
+        in_use::Busy::Unknown(why) => NotSame {
+            answer: format!(
+                "refused: the node agent cannot tell whether another container uses the \
+                 node's {shown}; its log on the node says why"
+            ),
+            on_the_node: Some(why),
+        },
+    })
 }
 
 /// Where `host` is on the node: the allowed prefix it lies below (the longest), resolved by
@@ -104,16 +166,21 @@ pub fn judge(
 /// root's links in directories only root can write, RHCOS's `/mnt -> var/mnt`), and the
 /// rest exactly as spelled, where no symlink is ever followed. Without `--allow`, as
 /// spelled.
-fn real_path(host: &[u8], root: BorrowedFd<'_>, allow: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+/// With it, where that prefix is on the node (`None` without `--allow`, or for `/`).
+fn real_path(
+    host: &[u8],
+    root: BorrowedFd<'_>,
+    allow: &[Vec<u8>],
+) -> Result<(Vec<u8>, Option<Vec<u8>>), String> {
     let Some(prefix) = allow
         .iter()
         .filter(|prefix| at_or_below(host, prefix))
         .max_by_key(|prefix| prefix.len())
     else {
-        return Ok(host.to_vec());
+        return Ok((host.to_vec(), None));
     };
     if prefix.as_slice() == b"/" {
-        return Ok(host.to_vec());
+        return Ok((host.to_vec(), None));
     }
     let mut real = crate::prefix::resolve_prefix(root, prefix)?;
     // Only root can make the links followed, but no link may lead into the node's own
@@ -130,12 +197,13 @@ fn real_path(host: &[u8], root: BorrowedFd<'_>, allow: &[Vec<u8>]) -> Result<Vec
             escape(&real)
         ));
     }
+    let resolved = real.clone();
     let rest = &host[prefix.len()..];
     if real == b"/" && !rest.is_empty() {
         real.clear();
     }
     real.extend_from_slice(rest);
-    Ok(real)
+    Ok((real, Some(resolved)))
 }
 
 /// `Ok` when the node's directory at `real` (where `host` is on the node) is `pod_st`'s;

@@ -106,11 +106,24 @@ pub fn is_remote_or_userspace(fs_type: &str) -> bool {
         )
 }
 
-/// The type of the filesystem `fd` (received from `peer`) lies on, read without touching
-/// `fd`'s filesystem: the mount id from the agent's own `/proc/self/fdinfo`, its type
-/// from the peer's `/proc/PID/mountinfo` (mount ids are unique on the node, so no other
-/// mount can answer for it). `Err` says why it cannot be known.
-pub fn filesystem_of(fd: BorrowedFd<'_>, peer: &Peer) -> Result<String, String> {
+/// The asking process's mounts, from its `/proc/PID/mountinfo` (mode 0444: no capability).
+pub fn mounts_of(peer: &Peer) -> Result<Vec<mountinfo::MountEntry>, String> {
+    if peer.pid == 0 {
+        return Err("the asking process is not in the agent's PID namespace".to_owned());
+    }
+    let table = std::fs::read(format!("/proc/{}/mountinfo", peer.pid))
+        .map_err(|err| format!("cannot read the asking process's mounts: {err}"))?;
+    mountinfo::parse(&table)
+}
+
+/// The type of the filesystem `fd` (received from the peer whose mounts are `mounts`) lies
+/// on, read without touching `fd`'s filesystem: the mount id from the agent's own
+/// `/proc/self/fdinfo`, its type from the peer's mountinfo (mount ids are unique on the
+/// node, so no other mount can answer for it). `Err` says why it cannot be known.
+pub fn filesystem_of(
+    fd: BorrowedFd<'_>,
+    mounts: &[mountinfo::MountEntry],
+) -> Result<String, String> {
     let fdinfo = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd()))
         .map_err(|err| format!("cannot read the descriptor's fdinfo: {err}"))?;
     let mount_id: u64 = fdinfo
@@ -118,16 +131,10 @@ pub fn filesystem_of(fd: BorrowedFd<'_>, peer: &Peer) -> Result<String, String> 
         .find_map(|line| line.strip_prefix("mnt_id:"))
         .and_then(|id| id.trim().parse().ok())
         .ok_or("the descriptor's fdinfo names no mount")?;
-    if peer.pid == 0 {
-        return Err("the asking process is not in the agent's PID namespace".to_owned());
-    }
-    let table = std::fs::read(format!("/proc/{}/mountinfo", peer.pid))
-        .map_err(|err| format!("cannot read the asking process's mounts: {err}"))?;
-    let entries = mountinfo::parse(&table)?;
-    entries
-        .into_iter()
+    mounts
+        .iter()
         .find(|entry| entry.id == mount_id)
-        .map(|entry| entry.fs_type)
+        .map(|entry| entry.fs_type.clone())
         .ok_or_else(|| "the descriptor is on no mount of the asking process".to_owned())
 }
 

@@ -2,7 +2,8 @@
 //! - request: `prestop-identity 1 <N> <HOST>\n`, `N` the byte length of `HOST` in decimal
 //!   (no leading zero), the whole request at most [`MAX_REQUEST`] bytes, with **exactly one**
 //!   descriptor in `SCM_RIGHTS`: the cleaner's opened target directory;
-//! - answer: one line, `same`, `differs: <sentence>`, `refused: <sentence>` or `busy`;
+//! - answer: one line, `same`, `in-use: <sentence>`, `differs: <sentence>`,
+//!   `refused: <sentence>` or `busy`;
 //!   every path in a sentence is escaped ([`escape`](crate::escape)), so an answer is
 //!   always one line.
 
@@ -20,8 +21,14 @@ pub(super) const MAGIC: &[u8] = b"prestop-identity 1 ";
 /// What the node agent said about an opened directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    /// It is the node's directory at the host path.
+    /// It is the node's directory at the host path, and no other container on the node
+    /// uses it: the pod may empty it now.
     Same,
+    /// It is the node's directory, but another container on the node reaches it (by any
+    /// name, or a directory above or inside it): a sibling, a native sidecar, a Job's
+    /// replacement pod. The sentence names none of them; nothing is removed, and the
+    /// directory is left to the node reaper.
+    InUse(String),
     /// It is not. The sentence speaks only of the pod's own directory: what the node has
     /// at a path the pod does not hold is none of the pod's business (issue 32, the
     /// oracle); the agent's log says it for the operator.
@@ -47,7 +54,7 @@ pub fn encode_request(host: &[u8]) -> Vec<u8> {
     request
 }
 
-/// `same\n`, `differs: …\n`, `refused: …\n` or `busy\n` (and an earlier agent's
+/// `same\n`, `in-use: …\n`, `differs: …\n`, `refused: …\n` or `busy\n` (and an earlier agent's
 /// `refused: busy\n`, which meant the same); anything else is `None`, including a control
 /// character in the line (the agent escapes every path), so that whatever answers on the
 /// socket cannot forge a line of the cleaner's output.
@@ -60,6 +67,9 @@ pub fn parse_answer(answer: &[u8]) -> Option<Verdict> {
         "same" => return Some(Verdict::Same),
         "busy" | "refused: busy" => return Some(Verdict::Busy),
         _ => {}
+    }
+    if let Some(why) = line.strip_prefix("in-use: ") {
+        return Some(Verdict::InUse(why.to_owned()));
     }
     if let Some(why) = line.strip_prefix("differs: ") {
         return Some(Verdict::Differs(why.to_owned()));

@@ -28,7 +28,7 @@ use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags,
 
 use super::args::AgentArgs;
 use super::http;
-use super::judge::judge;
+use super::judge::{judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
 use super::peer::Peer;
 use super::protocol::{parse_request, shown, MAX_REQUEST, TIMEOUT};
@@ -57,6 +57,8 @@ pub fn serve(args: &AgentArgs) -> u8 {
 /// What every request thread shares.
 struct Shared {
     root: OwnedFd,
+    /// `--host-root`, canonical.
+    root_path: String,
     allow: Vec<Vec<u8>>,
     stats: Arc<Stats>,
     /// Places taken, by share ([`Peer::share`]).
@@ -70,6 +72,13 @@ fn start(args: &AgentArgs) -> Result<(), String> {
         Mode::empty(),
     )
     .map_err(|err| format!("cannot open --host-root {}: {err}", args.host_root))?;
+    // Absolute and without links: the in-use check reads it against the agent's own
+    // mountinfo, which shows mount points that way.
+    let root_path = std::fs::canonicalize(&args.host_root)
+        .map_err(|err| format!("cannot resolve --host-root {}: {err}", args.host_root))?
+        .into_os_string()
+        .into_string()
+        .map_err(|_| format!("--host-root {} is not UTF-8", args.host_root))?;
     let listener = listen(&args.socket)?;
     let socket_inode = std::fs::symlink_metadata(&args.socket)
         .map_err(|err| format!("cannot stat {}: {err}", args.socket))?
@@ -106,6 +115,7 @@ fn start(args: &AgentArgs) -> Result<(), String> {
     );
     let shared = Arc::new(Shared {
         root,
+        root_path,
         allow: args.allow.iter().map(|p| p.clone().into_bytes()).collect(),
         stats,
         places: Mutex::new(HashMap::new()),
@@ -247,7 +257,12 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
             (shared.clone(), peer.clone(), host.clone(), state.clone());
         std::thread::Builder::new().spawn(move || {
             let started = Instant::now();
-            let verdict = judge(&host, fd.as_fd(), &peer, shared.root.as_fd(), &shared.allow);
+            let node = Node {
+                root: shared.root.as_fd(),
+                root_path: shared.root_path.as_bytes(),
+                allow: &shared.allow,
+            };
+            let verdict = judge(&host, fd.as_fd(), &peer, &node);
             // Closed before the answer: a client that has its answer finds no descriptor
             // of its kept by the agent.
             drop(fd);

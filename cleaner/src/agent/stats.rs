@@ -9,6 +9,7 @@ pub struct Stats {
     differs: AtomicU64,
     refused: AtomicU64,
     busy: AtomicU64,
+    in_use: AtomicU64,
     pub in_flight: AtomicUsize,
     pub stuck: AtomicUsize,
     pub connections: AtomicUsize,
@@ -21,6 +22,8 @@ impl Stats {
             &self.same
         } else if answer == "busy" {
             &self.busy
+        } else if answer.starts_with("in-use: ") {
+            &self.in_use
         } else if answer.starts_with("differs: ") {
             &self.differs
         } else {
@@ -40,6 +43,7 @@ impl Stats {
             ("differs", &self.differs),
             ("refused", &self.refused),
             ("busy", &self.busy),
+            ("in_use", &self.in_use),
         ] {
             text.push_str(&format!(
                 "prestop_injector_node_agent_answers_total{{verdict=\"{verdict}\"}} {}\n",

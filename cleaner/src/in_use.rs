@@ -1,4 +1,7 @@
-//! "In use" by identity, not by spelling (docs/DESIGN.md#the-node-reaper; issue 17, class 8).
+//! "In use" by identity, not by spelling (docs/DESIGN.md#the-node-reaper; issue 17, class 8;
+//! issue 31). One implementation for the two that ask: the reaper before it empties a gone
+//! pod's directory ([`check`]), and the node agent before it lets a pod's own cleanup
+//! empty one ([`check_for_asker`]: "may I empty this now?").
 //!
 //! The ledger compares host paths as the pod specs spell them. A pod can reach the same
 //! directory through a symlink on the node (`hostPath: /data/cache` → `/mnt/scratch/job`),
@@ -8,7 +11,7 @@
 //! device (`major:minor`) and the directory *of that filesystem* it shows (`root`), after
 //! every symlink and bind mount has been resolved.
 //!
-//! So, just before a walk, [`check`] finds the candidate's own identity — its device and
+//! So, just before a walk, the check finds the candidate's own identity — its device and
 //! its path within its filesystem, from the reaper's own mountinfo and a `stat` — and
 //! refuses when any container on the node has a mount of the same device whose `root` is
 //! the candidate, above it or below it. It also refuses when the node itself has a mount
@@ -18,8 +21,9 @@
 //! Which processes are containers: those whose root (`/` in their mountinfo) is not the
 //! node's root. The node's own namespace, and copies of it (systemd services with
 //! `PrivateTmp=` and the like, `unshare -m`), have the node's root and see every host
-//! directory from above; they are not pods. The reaper's own mounts (its prefixes, above
-//! every candidate) are known by their mount ids and skipped.
+//! directory from above; they are not pods. The checking process's own mounts (the
+//! reaper's prefixes, the agent's view of the node's `/`, above every candidate) are
+//! known by their mount ids and skipped.
 //!
 //! Privilege: `hostPID: true`, so that `/proc` lists the node's processes. Nothing else:
 //! `mountinfo` is readable by every user (mode 0444, no ptrace check), unlike
@@ -32,7 +36,7 @@
 //! has) is of the reaper's pod and is skipped. Skipping a process removes only that
 //! process's own protection: every other container is still looked at.
 //!
-//! Fail closed: when the reaper cannot see the node's processes (no `hostPID`: the
+//! Fail closed: when the checking process cannot see the node's processes (no `hostPID`: the
 //! kernel thread `kthreadd` is not pid 2 of its pid namespace) or cannot read a living
 //! process's mounts, the answer is [`Busy::Unknown`] and nothing is emptied.
 
@@ -132,35 +136,99 @@ fn check_in(
     marker: &Path,
     read_only_above: Option<&Path>,
 ) -> Result<(), Busy> {
-    let unknown = |why: String| Busy::Unknown(why);
     if !sees_the_node(proc) {
-        return Err(unknown(
-            "the reaper does not see the node's processes (its pod needs hostPID: true), so \
-             it cannot tell which containers use the directory"
-                .to_owned(),
-        ));
+        return Err(not_visible());
     }
     let meta = match std::fs::symlink_metadata(location) {
         Ok(meta) if meta.is_dir() => meta,
         Ok(_) => return Ok(()),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(unknown(format!("cannot stat it: {error}"))),
+        Err(error) => return Err(Busy::Unknown(format!("cannot stat it: {error}"))),
     };
-    let dev = split_dev(meta.dev());
+    let candidate = Candidate {
+        location,
+        dev: split_dev(meta.dev()),
+        host_path: host_path.as_bytes(),
+    };
+    scan(
+        proc,
+        &candidate,
+        marker,
+        read_only_above,
+        &HashSet::new(),
+        false,
+    )
+}
+
+/// A directory to look for users of.
+pub struct Candidate<'a> {
+    /// Its path in this process's mount namespace (read against this process's own
+    /// mountinfo only, never resolved again).
+    pub location: &'a Path,
+    /// Its device, from the descriptor or the `stat` that established its identity.
+    pub dev: (u32, u32),
+    /// Its path on the node.
+    pub host_path: &'a [u8],
+}
+
+/// The node agent's question for a directory it has just found to be the node's
+/// (`same`): does any container on the node but the asker's own use it? The asker's
+/// container is known by the kernel's mount ids: mount ids are unique on the node, so a
+/// process whose mount of the directory has an id listed in the asker's own
+/// `/proc/<pid>/mountinfo` (`asker_mounts`) is in the asker's mount namespace: the
+/// container whose hook asks. Its sibling containers, a native sidecar, another pod (a
+/// Job's replacement that already runs) each have their own namespace and count.
+pub fn check_for_asker(
+    candidate: &Candidate<'_>,
+    read_only_above: Option<&Path>,
+    asker_mounts: &HashSet<u64>,
+) -> Result<(), Busy> {
+    scan(
+        Path::new("/proc"),
+        candidate,
+        Path::new(OWN_POD_MARKER),
+        read_only_above,
+        asker_mounts,
+        true,
+    )
+}
+
+/// The ids of the mounts in `mountinfo` (the asker's, for [`check_for_asker`]).
+pub fn mount_ids(mountinfo: &[u8]) -> HashSet<u64> {
+    parse(mountinfo).iter().map(|m| m.id).collect()
+}
+
+fn scan(
+    proc: &Path,
+    candidate: &Candidate<'_>,
+    marker: &Path,
+    read_only_above: Option<&Path>,
+    not_users: &HashSet<u64>,
+    whole_filesystem: bool,
+) -> Result<(), Busy> {
+    let unknown = |why: String| Busy::Unknown(why);
+    if !sees_the_node(proc) {
+        return Err(not_visible());
+    }
+    let Candidate {
+        location,
+        dev,
+        host_path,
+    } = *candidate;
     let read = |pid: &str| read_mountinfo(&proc.join(pid).join("mountinfo"));
     let own = match read("self") {
         Ok(Some(own)) => own,
-        Ok(None) => return Err(unknown("cannot read the reaper's own mounts".to_owned())),
+        Ok(None) => return Err(unknown("cannot read this process's own mounts".to_owned())),
         Err(error) => {
             return Err(unknown(format!(
-                "cannot read the reaper's own mounts: {error}"
+                "cannot read this process's own mounts: {error}"
             )))
         }
     };
     let inside = location.as_os_str().as_encoded_bytes();
     let Some(fs_path) = path_in_filesystem(&own, inside, dev) else {
         return Err(unknown(format!(
-            "cannot find the mount of {} (device {}:{}) in the reaper's mounts",
+            "cannot find the mount of {} (device {}:{}) in this process's mounts",
             location.display(),
             dev.0,
             dev.1
@@ -170,7 +238,8 @@ fn check_in(
     // it is a view of the node, not a use (None: every mount counts).
     let prefix_path = read_only_above
         .and_then(|prefix| path_in_filesystem(&own, prefix.as_os_str().as_encoded_bytes(), dev));
-    let own_ids: HashSet<u64> = own.iter().map(|m| m.id).collect();
+    let mut own_ids: HashSet<u64> = own.iter().map(|m| m.id).collect();
+    own_ids.extend(not_users);
     let own_pod = own
         .iter()
         .find(|m| m.point == marker.as_os_str().as_encoded_bytes())
@@ -183,9 +252,13 @@ fn check_in(
         return Err(unknown("the node's mounts have no root".to_owned()));
     };
     let node_root = (node_root.dev, node_root.root.clone());
+    // A filesystem mounted at the candidate itself is the candidate for the agent (a
+    // prefix that is its own disk, emptied whole): only one inside it uses it.
+    let is_the_candidate =
+        |m: &Mount| whole_filesystem && m.point == host_path && m.dev == dev && m.root == b"/";
     if let Some(mount) = node
         .iter()
-        .find(|m| is_at_or_below(&m.point, host_path.as_bytes()))
+        .find(|m| is_at_or_below(&m.point, host_path) && !is_the_candidate(m))
     {
         return Err(Busy::InUse(format!(
             "the node has a filesystem mounted at {} (device {}:{}), inside it",
@@ -257,6 +330,14 @@ fn check_in(
     Ok(())
 }
 
+fn not_visible() -> Busy {
+    Busy::Unknown(
+        "the node's processes are not visible here (the pod needs hostPID: true), so which \
+         containers use the directory cannot be told"
+            .to_owned(),
+    )
+}
+
 /// Whether `proc` is the node's: pid 2 is the kernel thread `kthreadd`, which exists
 /// only in the node's pid namespace.
 fn sees_the_node(proc: &Path) -> bool {
@@ -321,7 +402,7 @@ fn path_in_filesystem(mounts: &[Mount], location: &[u8], dev: (u32, u32)) -> Opt
 }
 
 /// `path` is `base` or below it, component-wise (`/` is above everything).
-pub(super) fn is_at_or_below(path: &[u8], base: &[u8]) -> bool {
+pub fn is_at_or_below(path: &[u8], base: &[u8]) -> bool {
     base == b"/" || path == base || (path.starts_with(base) && path.get(base.len()) == Some(&b'/'))
 }
 
