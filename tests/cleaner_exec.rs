@@ -73,6 +73,12 @@ fn run(binary: &Path, tree: &Tree, argv: &[String]) -> Output {
         .expect("run the hook")
 }
 
+/// A tree below a directory named by the pod's uid, which the program cleans without a
+/// node agent (issue 31: only a per-pod directory then).
+fn pod_tree() -> Tree {
+    Tree::named(&format!("pod-{}-", cleaner::POD_UID))
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
@@ -82,7 +88,7 @@ fn a_fresh_hook_empties_the_target_and_nothing_else() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     let argv = rendered_hook(DISTROLESS, None, auto());
     assert_eq!(
@@ -110,7 +116,7 @@ fn the_installer_delivers_the_program_the_hook_runs() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     let volume = tree.root.path().join("emptyDir");
     std::fs::create_dir(&volume).unwrap();
@@ -145,7 +151,7 @@ fn the_users_own_hook_runs_first_with_its_exact_argv_and_no_shell() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     // What a shell-less image's hook looks like: an absolute program and its arguments,
     // here ones a shell would mangle. The file it creates in /scratch must be gone
@@ -188,7 +194,7 @@ fn the_users_failure_is_the_hooks_status_and_the_cleanup_still_runs() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     let user = json!([tool("sh"), "-c", "exit 7"]);
     let argv = rendered_hook(
@@ -206,7 +212,7 @@ fn a_sleep_action_sleeps_then_cleans() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     let argv = rendered_hook(
         DISTROLESS,
@@ -227,7 +233,7 @@ fn a_custom_command_runs_through_the_shell_instead_of_the_cleanup() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     let argv = rendered_hook(
         "busybox:1.36",
@@ -249,7 +255,7 @@ fn a_missing_target_is_not_an_error() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     std::fs::remove_dir(&tree.target).unwrap();
     let output = run(binary, &tree, &rendered_hook(DISTROLESS, None, auto()));
     assert!(output.status.success(), "{}", stderr(&output));
@@ -275,7 +281,7 @@ fn the_sidecar_cleans_on_sigterm_and_exits_0() {
     let Some(binary) = cleaner::program() else {
         return;
     };
-    let tree = Tree::new();
+    let tree = pod_tree();
     tree.fill(&tree.target);
     // A numeric non-root user: the sidecar meets Pod Security `restricted`.
     let app = json!({"name": "app", "image": "busybox:1.36", "command": ["/app"],

@@ -143,10 +143,10 @@ pub(crate) fn check(
             ));
         }
         Some(Verdict::Unreachable(why)) => {
-            match_host(&host, suffix, mount, target.whole_filesystem)
+            without_the_node(&host, suffix, mount, &entries, target.whole_filesystem)
                 .map_err(|refusal| format!("{refusal}; the node agent was not reachable: {why}"))?
         }
-        None => match_host(&host, suffix, mount, target.whole_filesystem)?,
+        None => without_the_node(&host, suffix, mount, &entries, target.whole_filesystem)?,
     }
     let mut tree = if mount.root == b"/" {
         Vec::new()
@@ -228,6 +228,82 @@ pub(crate) fn suffix_below<'p>(path: &'p [u8], base: &[u8]) -> Option<&'p [u8]> 
     }
     let rest = path.strip_prefix(base)?;
     (rest.is_empty() || rest.starts_with(b"/")).then_some(rest)
+}
+
+/// Without the node's word, only what a planted link cannot redirect and no other pod can
+/// use (issue 31, finding 4): a directory the kubelet created for this pod alone, named
+/// by its uid (`subPathExpr: $(POD_UID)`), that passes the strict rule ([`match_host`]).
+/// The uid is the kubelet's, read from the container's own mounts of the pod's kubelet
+/// directory (`…/pods/<uid>/etc-hosts`, `…/pods/<uid>/containers/…`), never from the
+/// environment that expanded the path. A fixed directory may be the one a link planted on
+/// the node leads to — another container's root filesystem repeats any path — or one a
+/// Job's replacement pod already works in: only the node agent can tell.
+fn without_the_node(
+    host: &str,
+    suffix: &[u8],
+    mount: &MountEntry,
+    entries: &[MountEntry],
+    whole_filesystem: bool,
+) -> Result<(), String> {
+    // The strict rule first: what it refuses, it refuses with its own sentence.
+    match_host(host, suffix, mount, whole_filesystem)?;
+    let uid = pod_uid(entries)?;
+    let per_pod = host
+        .split('/')
+        .any(|component| component.contains(uid.as_str()));
+    if !per_pod {
+        return Err(format!(
+            "expected host path {} is not this pod's own directory (no component names the \
+             pod's uid {uid}): without the node agent only a per-pod directory \
+             (subPathExpr: $(POD_UID)) is cleaned ({AGENT_DOCS})",
+            escape(host.as_bytes())
+        ));
+    }
+    Ok(())
+}
+
+/// The pod's uid, from the kubelet's own mounts of the pod's directory in the container
+/// (`/etc/hosts`, `/dev/termination-log`, emptyDirs, …): exactly one uid, or why not.
+fn pod_uid(entries: &[MountEntry]) -> Result<String, String> {
+    let mut uids = entries
+        .iter()
+        .filter_map(|entry| uid_in_kubelet_path(&entry.root));
+    let Some(uid) = uids.next() else {
+        return Err(
+            "cannot learn the pod's uid from the kubelet's mounts (no mount of \
+             …/pods/<uid>/etc-hosts or …/pods/<uid>/containers/…): without the node agent \
+             nothing is cleaned"
+                .to_owned(),
+        );
+    };
+    if let Some(other) = uids.find(|other| *other != uid) {
+        return Err(format!(
+            "the kubelet's mounts name two pods ({uid} and {other}): without the node agent \
+             nothing is cleaned"
+        ));
+    }
+    Ok(uid.to_owned())
+}
+
+/// `<uid>` of a mount root `…/pods/<uid>/etc-hosts` or `…/pods/<uid>/containers/…`.
+fn uid_in_kubelet_path(root: &[u8]) -> Option<&str> {
+    let components: Vec<&str> = std::str::from_utf8(root).ok()?.split('/').collect();
+    components.windows(3).rev().find_map(|window| match window {
+        ["pods", uid, "etc-hosts" | "containers"] if is_uid(uid) => Some(*uid),
+        _ => None,
+    })
+}
+
+/// A Kubernetes object uid as the API server makes them: 8-4-4-4-12 hex digits.
+fn is_uid(text: &str) -> bool {
+    text.len() == 36
+        && text.bytes().enumerate().all(|(i, b)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        })
 }
 
 /// Rule 2 without the node's word (the strict rule): `host` ends with `suffix`, and what

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use prestop_clean::argv::{Before, HookArgs, Target};
 use prestop_clean::CUT_OFF_MARKER;
+use support::agent::NodeAgent;
 use support::{stderr, Sandbox, BIN};
 
 fn hook(sandbox: &Sandbox, deadline: Option<u64>, before: Before) -> HookArgs {
@@ -29,6 +30,12 @@ fn hook(sandbox: &Sandbox, deadline: Option<u64>, before: Before) -> HookArgs {
 /// Runs the hook; its stderr through a file, as the program's own exit is what counts
 /// (a handler it left running may hold a pipe open).
 fn run(sandbox: &Sandbox, args: &HookArgs) -> (Output, Duration) {
+    // The sandbox is on the test machine's filesystem: cleaned on the node's word.
+    let agent = NodeAgent::start();
+    let args = HookArgs {
+        node_agent: Some(agent.socket.display().to_string()),
+        ..args.clone()
+    };
     let argv = args.render(BIN);
     let log = sandbox.dir.path().join("stderr");
     let start = Instant::now();

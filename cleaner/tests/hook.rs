@@ -8,11 +8,19 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use prestop_clean::argv::{Before, HookArgs, Script, Target};
+use support::agent::NodeAgent;
 use support::{stderr, Sandbox, BIN};
 
 /// The hook as the webhook renders it, run with a container's usual PATH (a PATH entry
 /// we may not search would turn "not found" into "permission denied").
+/// Runs the hook with a node agent of its own: the sandbox lies on the test machine's
+/// filesystem under its own path, which only the node's word lets a cleaner empty.
 fn run_hook(args: &HookArgs) -> std::process::Output {
+    let agent = NodeAgent::start();
+    let args = HookArgs {
+        node_agent: Some(agent.socket.display().to_string()),
+        ..args.clone()
+    };
     let argv = args.render(BIN);
     Command::new(&argv[0])
         .args(&argv[1..])

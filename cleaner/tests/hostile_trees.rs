@@ -227,13 +227,16 @@ fn a_tree_deeper_than_path_max_is_emptied() {
     drop(fd);
     // With 16 descriptors at most, fewer than WINDOW: one per level would fail with
     // EMFILE, and the walk holds fewer when it meets EMFILE.
+    let agent = support::agent::NodeAgent::start();
     let output = std::process::Command::new("sh")
         .args([
             "-c",
-            "ulimit -n 16 && exec \"$0\" hook --target \"$1\" --host \"$1\" --whole-filesystem",
+            "ulimit -n 16 && exec \"$0\" hook --node-agent \"$2\" --target \"$1\" --host \"$1\" \
+             --whole-filesystem",
         ])
         .arg(support::BIN)
         .arg(&sandbox.target)
+        .arg(&agent.socket)
         .output()
         .expect("run");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

@@ -14,12 +14,18 @@ use std::process::Output;
 
 use support::agent::START_AGENT_SH;
 use support::{assert_canary, plant_canary, stderr, unshare, Sandbox, BIN};
+use support::{KUBELET_POD_SH, POD_UID};
 
 /// Runs `script` as `sh -euc` in a private mount namespace; `$1` is the sandbox
 /// directory, `$2` the binary. `None` when namespaces are unavailable (skipped).
 fn in_namespace(dir: &Path, script: &str) -> Option<Output> {
     let unshare = unshare(&["-m"])?;
-    let setup = format!("D=$1 BIN=$2\nexport D\nmount --make-rprivate /\n{START_AGENT_SH}{script}");
+    // The container's mounts include the kubelet's `etc-hosts` of pod POD_UID: without
+    // the agent, only a directory named by that uid is cleaned.
+    let setup = format!(
+        "D=$1 BIN=$2\nexport D\nmount --make-rprivate /\n{START_AGENT_SH}{KUBELET_POD_SH}\
+         kubelet_pod \"$D/kubelet\"\n{script}"
+    );
     Some(
         std::process::Command::new(unshare)
             .args(["-m", "sh", "-euc", &setup, "sh"])
@@ -81,22 +87,23 @@ fn the_expected_directory_is_emptied_and_subpathexpr_expands_from_env() {
     let sandbox = Sandbox::new();
     node(&sandbox);
     let script = r#"
-mkdir -p "$D/H/scratch/cache/sub/x" "$D/H/scratch/job-1/y" "$D/H/scratch/other"
-echo junk > "$D/H/scratch/cache/sub/x/f"; echo junk > "$D/H/scratch/job-1/y/f"
+C="$D/H/scratch/cache-$POD_UID"
+mkdir -p "$C/sub/x" "$D/H/scratch/$POD_UID/y" "$D/H/scratch/other"
+echo junk > "$C/sub/x/f"; echo junk > "$D/H/scratch/$POD_UID/y/f"
 echo keep > "$D/H/scratch/other/f"
 set +e
-mount --bind "$D/H/scratch/cache" "$D/ctr/data"
+mount --bind "$C" "$D/ctr/data"
 # A target below its mount: the suffix is checked too.
-"$BIN" hook --target "$D/ctr/data/sub" --host "$D/H/scratch/cache/sub"; echo "below=$?"
-"$BIN" hook --target "$D/ctr/data/sub" --host "$D/H/scratch/cachesub"; echo "wrong-suffix=$?"
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/scratch/cache"; echo "mount=$?"
+"$BIN" hook --target "$D/ctr/data/sub" --host "$C/sub"; echo "below=$?"
+"$BIN" hook --target "$D/ctr/data/sub" --host "${C}sub"; echo "wrong-suffix=$?"
+"$BIN" hook --target "$D/ctr/data" --host "$C"; echo "mount=$?"
 umount "$D/ctr/data"
-mount --bind "$D/H/scratch/job-1" "$D/ctr/data"
-H="$D/H/scratch/\$(POD_NAME)"
-POD_NAME=other "$BIN" hook --target "$D/ctr/data" --host "$H"; echo "other-pod=$?"
+mount --bind "$D/H/scratch/$POD_UID" "$D/ctr/data"
+H="$D/H/scratch/\$(MY_UID)"
+MY_UID=other "$BIN" hook --target "$D/ctr/data" --host "$H"; echo "other-pod=$?"
 "$BIN" hook --target "$D/ctr/data" --host "$H"; echo "unset=$?"
-POD_NAME=job-1 "$BIN" hook --target "$D/ctr/data" --host "$H"; echo "expr=$?"
-ls -A "$D/H/scratch/cache" "$D/H/scratch/job-1" | wc -w
+MY_UID=$POD_UID "$BIN" hook --target "$D/ctr/data" --host "$H"; echo "expr=$?"
+ls -A "$C" "$D/H/scratch/$POD_UID" | wc -w
 cat "$D/H/scratch/other/f"
 "#;
     let Some(output) = in_namespace(sandbox.dir.path(), script) else {
@@ -109,10 +116,56 @@ cat "$D/H/scratch/other/f"
         "{err}"
     );
     assert!(
-        err.contains("references $(POD_NAME), which is not set here"),
+        err.contains("references $(MY_UID), which is not set here"),
         "{err}"
     );
     assert_canary(&sandbox.path("H/protected"));
+}
+
+/// Issue 31, finding 4: without the agent, only a directory named by the pod's uid, and
+/// the uid is the kubelet's (its `etc-hosts` mount in the container), never the value an
+/// environment variable gives the `subPathExpr`: a container whose `MY_UID` says `job-1`
+/// names a fixed directory. No kubelet mount, or two pods' in one container: nothing.
+#[test]
+fn the_pods_uid_comes_from_the_kubelets_mounts_not_the_environment() {
+    let sandbox = Sandbox::new();
+    node(&sandbox);
+    let script = r#"
+mkdir -p "$D/H/scratch/job-1" "$D/H/scratch/$POD_UID"
+echo keep > "$D/H/scratch/job-1/f"; echo keep > "$D/H/scratch/$POD_UID/f"
+set +e
+mount --bind "$D/H/scratch/job-1" "$D/ctr/data"
+MY_UID=job-1 "$BIN" hook --target "$D/ctr/data" --host "$D/H/scratch/\$(MY_UID)"; echo "env=$?"
+umount "$D/ctr/data"
+mount --bind "$D/H/scratch/$POD_UID" "$D/ctr/data"
+# A second pod's kubelet directory in the same container: which pod is it?
+mkdir -p "$D/kubelet/pods/0b5e1c9e-3f1d-4c1e-9a43-6f0e2c5d7a11/containers/app"
+: > "$D/kubelet/pods/0b5e1c9e-3f1d-4c1e-9a43-6f0e2c5d7a11/containers/app/0"
+: > "$D/termination-log"
+mount --bind "$D/kubelet/pods/0b5e1c9e-3f1d-4c1e-9a43-6f0e2c5d7a11/containers/app/0" \
+  "$D/termination-log"
+"$BIN" hook --target "$D/ctr/data" --host "$D/H/scratch/$POD_UID"; echo "two-pods=$?"
+umount "$D/termination-log"
+umount /etc/hosts
+"$BIN" hook --target "$D/ctr/data" --host "$D/H/scratch/$POD_UID"; echo "no-kubelet=$?"
+cat "$D/H/scratch/job-1/f" "$D/H/scratch/$POD_UID/f"
+"#;
+    let Some(output) = in_namespace(sandbox.dir.path(), script) else {
+        return;
+    };
+    let err = stderr(&output);
+    assert_eq!(
+        out(&output),
+        "env=1\ntwo-pods=1\nno-kubelet=1\nkeep\nkeep\n",
+        "{err}"
+    );
+    for sentence in [
+        format!("/H/scratch/job-1 is not this pod's own directory (no component names the pod's uid {POD_UID})"),
+        format!("the kubelet's mounts name two pods ({POD_UID} and 0b5e1c9e-3f1d-4c1e-9a43-6f0e2c5d7a11)"),
+        "cannot learn the pod's uid from the kubelet's mounts".to_owned(),
+    ] {
+        assert!(err.contains(&sentence), "no {sentence:?} in\n{err}");
+    }
 }
 
 /// A whole filesystem is cleaned only as exactly an allowed prefix (`--whole-filesystem`)
@@ -162,17 +215,19 @@ ls -A "$D/ctr/data" | wc -l
 fn pv_inside_the_target_is_never_entered() {
     let sandbox = Sandbox::new();
     node(&sandbox);
-    plant_canary(&sandbox.path("H/scratch/job/pv"));
+    let job = format!("H/scratch/{POD_UID}");
+    plant_canary(&sandbox.path(&format!("{job}/pv")));
     let d = sandbox.dir.path().display().to_string();
     // The PV's directory lies inside the hostPath target; the pod mounts it read-only.
     let script = r#"
-mkdir -p "$D/ctr/pv" "$D/H/scratch/job/junk/deep"; echo junk > "$D/H/scratch/job/junk/deep/f"
-mount --bind "$D/H/scratch/job/pv" "$D/ctr/pv"
+J="$D/H/scratch/$POD_UID"
+mkdir -p "$D/ctr/pv" "$J/junk/deep"; echo junk > "$J/junk/deep/f"
+mount --bind "$J/pv" "$D/ctr/pv"
 mount -o remount,bind,ro "$D/ctr/pv"
-mount --bind "$D/H/scratch/job" "$D/ctr/data"
+mount --bind "$J" "$D/ctr/data"
 set +e
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/scratch/job"; echo "status=$?"
-ls -A "$D/H/scratch/job"
+"$BIN" hook --target "$D/ctr/data" --host "$J"; echo "status=$?"
+ls -A "$J"
 "#;
     let Some(output) = in_namespace(sandbox.dir.path(), script) else {
         return;
@@ -185,22 +240,24 @@ ls -A "$D/H/scratch/job"
         )),
         "{err}"
     );
-    assert_canary(&sandbox.path("H/scratch/job/pv"));
+    assert_canary(&sandbox.path(&format!("{job}/pv")));
 }
 
 #[test]
 fn a_target_that_is_another_mounts_root_is_refused() {
     let sandbox = Sandbox::new();
     node(&sandbox);
-    plant_canary(&sandbox.path("H/scratch/job"));
+    let job = format!("H/scratch/{POD_UID}");
+    plant_canary(&sandbox.path(&job));
     let d = sandbox.dir.path().display().to_string();
     let script = r#"
+J="$D/H/scratch/$POD_UID"
 mkdir -p "$D/ctr/ro"
-mount --bind "$D/H/scratch/job" "$D/ctr/ro"
+mount --bind "$J" "$D/ctr/ro"
 mount -o remount,bind,ro "$D/ctr/ro"
-mount --bind "$D/H/scratch/job" "$D/ctr/data"
+mount --bind "$J" "$D/ctr/data"
 set +e
-"$BIN" hook --target "$D/ctr/data" --host "$D/H/scratch/job"; echo "status=$?"
+"$BIN" hook --target "$D/ctr/data" --host "$J"; echo "status=$?"
 "#;
     let Some(output) = in_namespace(sandbox.dir.path(), script) else {
         return;
@@ -213,7 +270,7 @@ set +e
         )),
         "{err}"
     );
-    assert_canary(&sandbox.path("H/scratch/job"));
+    assert_canary(&sandbox.path(&job));
 }
 
 #[test]
@@ -243,7 +300,7 @@ fn mountinfo_escapes_are_read_as_the_kernel_writes_them() {
     // Space, tab, newline and backslash in the host path and in the mount point.
     let script = r#"
 H="$D/H/scr atch	x
-y\\z"
+y\\z/$POD_UID"
 C="$D/ctr/da ta
 b"
 mkdir -p "$H/sub" "$C"; echo junk > "$H/sub/f"
@@ -269,7 +326,7 @@ ls -A "$H" | wc -l
 fn a_mount_swapped_between_the_checks_never_redirects_the_cleanup() {
     let sandbox = Sandbox::new();
     node(&sandbox);
-    std::fs::create_dir_all(sandbox.path("H/real")).expect("mkdir");
+    std::fs::create_dir_all(sandbox.path(&format!("H/real-{POD_UID}"))).expect("mkdir");
     let script = r#"
 mkdir "$D/many"
 mount -t tmpfs many "$D/many"
@@ -278,16 +335,16 @@ while [ $i -lt 1500 ]; do mkdir "$D/many/$i"; mount --bind "$D/many/$i" "$D/many
 (
   while [ ! -e "$D/stop" ]; do
     mount --bind "$D/H/protected" "$D/ctr/data"; umount -l "$D/ctr/data"
-    mount --bind "$D/H/real" "$D/ctr/data"; umount -l "$D/ctr/data"
+    mount --bind "$D/H/real-$POD_UID" "$D/ctr/data"; umount -l "$D/ctr/data"
   done
 ) &
 set +e
 i=0
 while [ $i -lt 200 ]; do
   i=$((i + 1))
-  echo junk > "$D/H/real/f"
+  echo junk > "$D/H/real-$POD_UID/f"
   [ -e "$D/H/protected/keep" ] || echo "protected-emptied"
-  "$BIN" hook --target "$D/ctr/data" --host "$D/H/real" 2>/dev/null
+  "$BIN" hook --target "$D/ctr/data" --host "$D/H/real-$POD_UID" 2>/dev/null
   echo "status=$?"
 done
 touch "$D/stop"
@@ -587,18 +644,20 @@ fill() { for dir in "$@"; do mkdir -p "$dir/x/y"; echo junk > "$dir/x/y/f"; echo
 count() { echo "$1: $(ls -A "$1" | wc -l)"; }
 "#;
 
-/// A prefix on the node's root filesystem needs no agent: hostPath, hostPath + subPath,
-/// and a target below its mount are cleaned by the strict rule, with the agent, and with
-/// an agent that cannot be reached.
+/// A per-pod directory on the node's root filesystem needs no agent: hostPath, hostPath +
+/// subPath, and a target below its mount are cleaned by the strict rule, with the agent,
+/// and with an agent that cannot be reached. A fixed directory needs the agent (issue 31,
+/// finding 4: a planted link may lead it into another container's root filesystem, which
+/// repeats any path; a Job's replacement may already work in it).
 #[test]
 fn a_prefix_on_the_root_filesystem_is_cleaned_without_the_agent() {
     let sandbox = Sandbox::new();
     let script = format!(
         r#"{FILL_SH}
 plant /mnt/scratch/other
-fill /mnt/scratch/job-1 /mnt/scratch/vol/job-2
-kubelet /mnt/scratch/job-1 /ctr/a
-kubelet /mnt/scratch/vol/job-2 /ctr/b
+fill /mnt/scratch/a-$POD_UID /mnt/scratch/vol/b-$POD_UID
+kubelet /mnt/scratch/a-$POD_UID /ctr/a
+kubelet /mnt/scratch/vol/b-$POD_UID /ctr/b
 start_agent /agent/a.sock --allow /mnt/scratch
 for mode in strict agent unreachable; do
   case $mode in
@@ -606,13 +665,22 @@ for mode in strict agent unreachable; do
     agent) agent="--node-agent /agent/a.sock" ;;
     unreachable) agent="--node-agent /agent/none.sock" ;;
   esac
-  fill /mnt/scratch/job-1 /mnt/scratch/vol/job-2
-  run "$mode-hostpath" $agent --target /ctr/a --host /mnt/scratch/job-1
-  run "$mode-below" $agent --target /ctr/b/x --host /mnt/scratch/vol/job-2/x
-  count /mnt/scratch/vol/job-2/x
-  run "$mode-subpath" $agent --target /ctr/b --host /mnt/scratch/vol/job-2
-  count /mnt/scratch/job-1; count /mnt/scratch/vol/job-2
+  fill /mnt/scratch/a-$POD_UID /mnt/scratch/vol/b-$POD_UID
+  run "$mode-hostpath" $agent --target /ctr/a --host /mnt/scratch/a-$POD_UID
+  run "$mode-below" $agent --target /ctr/b/x --host /mnt/scratch/vol/b-$POD_UID/x
+  count /mnt/scratch/vol/b-$POD_UID/x
+  run "$mode-subpath" $agent --target /ctr/b --host /mnt/scratch/vol/b-$POD_UID
+  count /mnt/scratch/a-$POD_UID; count /mnt/scratch/vol/b-$POD_UID
 done
+# A fixed directory: only the node can tell whether a link led it elsewhere or another
+# pod works in it.
+plant /mnt/scratch/fixed
+kubelet /mnt/scratch/fixed /ctr/c
+run fixed-strict --target /ctr/c --host /mnt/scratch/fixed
+run fixed-unreachable --node-agent /agent/none.sock --target /ctr/c --host /mnt/scratch/fixed
+intact /mnt/scratch/fixed
+run fixed-agent --node-agent /agent/a.sock --target /ctr/c --host /mnt/scratch/fixed
+count /mnt/scratch/fixed
 intact /mnt/scratch/other
 "#
     );
@@ -622,12 +690,24 @@ intact /mnt/scratch/other
     let mut expected = String::new();
     for mode in ["strict", "agent", "unreachable"] {
         expected.push_str(&format!(
-            "{mode}-hostpath=0\n{mode}-below=0\n/mnt/scratch/vol/job-2/x: 0\n{mode}-subpath=0\n\
-             /mnt/scratch/job-1: 0\n/mnt/scratch/vol/job-2: 0\n"
+            "{mode}-hostpath=0\n{mode}-below=0\n/mnt/scratch/vol/b-{POD_UID}/x: 0\n\
+             {mode}-subpath=0\n/mnt/scratch/a-{POD_UID}: 0\n/mnt/scratch/vol/b-{POD_UID}: 0\n"
         ));
     }
+    expected
+        .push_str("fixed-strict=1\nfixed-unreachable=1\nfixed-agent=0\n/mnt/scratch/fixed: 0\n");
     assert_eq!(out, expected, "{err}");
-    assert!(!err.contains("skipped"), "{err}");
+    assert_eq!(
+        err.matches(&format!(
+            "skipped /ctr/c: expected host path /mnt/scratch/fixed is not this pod's own \
+             directory (no component names the pod's uid {POD_UID}): without the node agent \
+             only a per-pod directory (subPathExpr: $(POD_UID)) is cleaned"
+        ))
+        .count(),
+        2,
+        "{err}"
+    );
+    assert_eq!(err.matches("skipped").count(), 2, "{err}");
 }
 
 /// A prefix that is its own filesystem (a tmpfs mounted at `/mnt/disk`): the pod's mount
@@ -749,43 +829,49 @@ fn an_agent_that_says_differs_is_never_overruled_by_the_strict_rule() {
     let sandbox = Sandbox::new();
     let script = format!(
         r#"{FILL_SH}
-fill /mnt/scratch/job
-kubelet /mnt/scratch/job /ctr/a
-mkdir -p /other-node/mnt/scratch/job /empty-node
+fill /mnt/scratch/$POD_UID
+kubelet /mnt/scratch/$POD_UID /ctr/a
+mkdir -p /other-node/mnt/scratch/$POD_UID /empty-node
 HOST_ROOT=/other-node start_agent /agent/other.sock
 HOST_ROOT=/empty-node start_agent /agent/empty.sock
 start_agent /agent/narrow.sock --allow /mnt/elsewhere
-run other --node-agent /agent/other.sock --target /ctr/a --host /mnt/scratch/job
-run empty --node-agent /agent/empty.sock --target /ctr/a --host /mnt/scratch/job
-run narrow --node-agent /agent/narrow.sock --target /ctr/a --host /mnt/scratch/job
-count /mnt/scratch/job
-run strict --target /ctr/a --host /mnt/scratch/job
-count /mnt/scratch/job
+run other --node-agent /agent/other.sock --target /ctr/a --host /mnt/scratch/$POD_UID
+run empty --node-agent /agent/empty.sock --target /ctr/a --host /mnt/scratch/$POD_UID
+run narrow --node-agent /agent/narrow.sock --target /ctr/a --host /mnt/scratch/$POD_UID
+count /mnt/scratch/$POD_UID
+run strict --target /ctr/a --host /mnt/scratch/$POD_UID
+count /mnt/scratch/$POD_UID
 "#
     );
     let Some((out, err)) = node_run(&sandbox, &script) else {
         return;
     };
     assert_eq!(
-        out, "other=1\nempty=1\nnarrow=1\n/mnt/scratch/job: 2\nstrict=0\n/mnt/scratch/job: 0\n",
+        out,
+        format!(
+            "other=1\nempty=1\nnarrow=1\n/mnt/scratch/{POD_UID}: 2\nstrict=0\n\
+             /mnt/scratch/{POD_UID}: 0\n"
+        ),
         "{err}"
     );
     assert_eq!(
-        err.matches(
-            "not the node's /mnt/scratch/job: the node's /mnt/scratch/job is not the pod's \
-             directory (the pod's directory is 0:"
-        )
+        err.matches(&format!(
+            "not the node's /mnt/scratch/{POD_UID}: the node's /mnt/scratch/{POD_UID} is not \
+             the pod's directory (the pod's directory is 0:"
+        ))
         .count(),
         2,
         "{err}"
     );
     for sentence in [
-        "[on the node: the node's /mnt/scratch/job is 0:",
-        "[on the node: the node has no /mnt/scratch/job; the pod's directory is 0:",
-        "not the node's /mnt/scratch/job: the host path /mnt/scratch/job is not at or below an \
-         allowed prefix (/mnt/elsewhere)",
+        format!("[on the node: the node's /mnt/scratch/{POD_UID} is 0:"),
+        format!("[on the node: the node has no /mnt/scratch/{POD_UID}; the pod's directory is 0:"),
+        format!(
+            "not the node's /mnt/scratch/{POD_UID}: the host path /mnt/scratch/{POD_UID} is \
+             not at or below an allowed prefix (/mnt/elsewhere)"
+        ),
     ] {
-        assert!(err.contains(sentence), "no {sentence:?} in\n{err}");
+        assert!(err.contains(&sentence), "no {sentence:?} in\n{err}");
     }
 }
 
@@ -809,21 +895,21 @@ fn an_unreachable_agent_leaves_the_strict_rule() {
     let script = format!(
         r#"{FILL_SH}
 node_fs /mnt/disk
-fill /mnt/scratch/job /mnt/disk/job
-kubelet /mnt/scratch/job /ctr/a
+fill /mnt/scratch/$POD_UID /mnt/disk/job
+kubelet /mnt/scratch/$POD_UID /ctr/a
 kubelet /mnt/disk/job /ctr/b
 start_agent /agent/dead.sock
 kill -9 $AGENT; wait $AGENT || true
 test -S /agent/dead.sock && echo stale-socket
 for sock in none dead; do
-  fill /mnt/scratch/job /mnt/disk/job
-  run "$sock-root" --node-agent /agent/$sock.sock --target /ctr/a --host /mnt/scratch/job
+  fill /mnt/scratch/$POD_UID /mnt/disk/job
+  run "$sock-root" --node-agent /agent/$sock.sock --target /ctr/a --host /mnt/scratch/$POD_UID
   run "$sock-own" --node-agent /agent/$sock.sock --target /ctr/b --host /mnt/disk/job
-  count /mnt/scratch/job; count /mnt/disk/job
+  count /mnt/scratch/$POD_UID; count /mnt/disk/job
 done
-fill /mnt/scratch/job
-run silent-root --node-agent /agent/silent.sock --target /ctr/a --host /mnt/scratch/job
-count /mnt/scratch/job
+fill /mnt/scratch/$POD_UID
+run silent-root --node-agent /agent/silent.sock --target /ctr/a --host /mnt/scratch/$POD_UID
+count /mnt/scratch/$POD_UID
 "#
     );
     let Some((out, err)) = node_run(&sandbox, &script) else {
@@ -831,10 +917,12 @@ count /mnt/scratch/job
     };
     assert_eq!(
         out,
-        "stale-socket\n\
-         none-root=0\nnone-own=1\n/mnt/scratch/job: 0\n/mnt/disk/job: 2\n\
-         dead-root=0\ndead-own=1\n/mnt/scratch/job: 0\n/mnt/disk/job: 2\n\
-         silent-root=0\n/mnt/scratch/job: 0\n",
+        format!(
+            "stale-socket\n\
+             none-root=0\nnone-own=1\n/mnt/scratch/{POD_UID}: 0\n/mnt/disk/job: 2\n\
+             dead-root=0\ndead-own=1\n/mnt/scratch/{POD_UID}: 0\n/mnt/disk/job: 2\n\
+             silent-root=0\n/mnt/scratch/{POD_UID}: 0\n"
+        ),
         "{err}"
     );
     for sentence in [
@@ -846,7 +934,8 @@ count /mnt/scratch/job
     }
 }
 
-/// The limit of the strict rule, closed by the agent: `/mnt/scratch/x` is a symlink into
+/// The limit of the strict rule, closed by the agent (and, without it, by cleaning no
+/// fixed directory): `/mnt/scratch/x` is a symlink into
 /// another filesystem (`/data`, a disk a tenant can write) where the tenant made the
 /// whole path again (`/data/mnt/scratch/x`), so the mount's root *equals* the expected
 /// host path. Only the node can tell: with the agent it is refused.
@@ -862,12 +951,19 @@ kubelet /mnt/scratch/x /ctr/data
 grep -q " /mnt/scratch/x /ctr/data " /proc/self/mountinfo && echo root-equals-host
 start_agent /agent/a.sock --allow /mnt/scratch
 run agent --node-agent /agent/a.sock --target /ctr/data --host /mnt/scratch/x
+run strict --target /ctr/data --host /mnt/scratch/x
 intact /data/mnt/scratch/x
 "#;
     let Some((out, err)) = node_run(&sandbox, script) else {
         return;
     };
-    assert_eq!(out, "root-equals-host\nagent=1\n", "{err}");
+    // Without the agent, a fixed directory is refused whatever its mount shows (issue 31,
+    // finding 4: the strict rule alone accepted this one).
+    assert_eq!(out, "root-equals-host\nagent=1\nstrict=1\n", "{err}");
+    assert!(
+        err.contains("expected host path /mnt/scratch/x is not this pod's own directory"),
+        "{err}"
+    );
     assert!(
         err.contains("the node's /mnt/scratch/x is a symlink on the node"),
         "{err}"

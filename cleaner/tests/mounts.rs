@@ -46,8 +46,9 @@ mount -t tmpfs tmpfs "$T/a/b/tmp"
 echo tmpfs > "$T/a/b/tmp/file"
 touch "$T/bound-file"
 mount --bind "$D/canary/keep" "$T/bound-file"
+start_agent "$D/agent.sock"
 set +e
-"$BIN" hook --target "$T" --host "$T" --whole-filesystem
+"$BIN" hook --node-agent "$D/agent.sock" --target "$T" --host "$T" --whole-filesystem
 echo "status=$?"
 test -f "$T/a/b/tmp/file" && echo tmpfs-kept
 mountpoint -q "$T/pv" && echo pv-mounted
@@ -107,8 +108,9 @@ D=$1 BIN=$2 T=$1/target
 mount --make-rprivate /
 mount --bind "$D/ro-source" "$T"
 mount -o remount,bind,ro "$T"
+start_agent "$D/agent.sock"
 set +e
-"$BIN" hook --target "$T" --host "$D/ro-source"
+"$BIN" hook --node-agent "$D/agent.sock" --target "$T" --host "$D/ro-source"
 echo "status=$?"
 "#;
 

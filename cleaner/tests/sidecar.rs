@@ -13,6 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 use rustix::process::{kill_process, Pid, Signal};
+use support::agent::NodeAgent;
 use support::{wait_until, Sandbox, BIN};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -72,10 +73,14 @@ fn signal_and_check(mut child: Child, pid: u32, signal: Signal, sandbox: &Sandbo
     sandbox.assert_canary();
 }
 
-fn sidecar(command: &mut Command, sandbox: &Sandbox) -> Child {
+/// The sidecar for the sandbox, which lies on the test machine's filesystem: cleaned on
+/// the word of `agent`.
+fn sidecar(command: &mut Command, sandbox: &Sandbox, agent: &NodeAgent) -> Child {
     command
         .arg(BIN)
-        .args(["sidecar", "--target"])
+        .arg("sidecar")
+        .args(agent.args())
+        .arg("--target")
         .arg(&sandbox.target)
         .args(support::on_whole_filesystem(&sandbox.target))
         .stdin(Stdio::null())
@@ -90,7 +95,8 @@ fn sidecar_cleans_on_sigterm_and_sigint() {
         let sandbox = Sandbox::new();
         fill(&sandbox);
         let mut command = Command::new("env");
-        let child = sidecar(&mut command, &sandbox);
+        let agent = NodeAgent::start();
+        let child = sidecar(&mut command, &sandbox, &agent);
         let pid = child.id();
         signal_and_check(child, pid, signal, &sandbox);
     }
@@ -112,7 +118,8 @@ fn sidecar_as_pid_1_of_a_pid_namespace() {
     fill(&sandbox);
     let mut command = Command::new(unshare);
     command.args(flags);
-    let child = sidecar(&mut command, &sandbox);
+    let agent = NodeAgent::start();
+    let child = sidecar(&mut command, &sandbox, &agent);
     let mut inner = None;
     assert!(wait_until(LIMIT, || {
         inner = only_child(child.id());

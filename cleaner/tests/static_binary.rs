@@ -105,18 +105,23 @@ fn the_release_binary_is_static_and_runs_with_nothing_around_it() {
     fs::write(sandbox.target.join("f"), "x").expect("write");
     std::os::unix::fs::symlink("/canary", sandbox.target.join("link")).expect("symlink");
     // As a container runtime does: the root is a bind mount of a directory of the node
-    // (so mountinfo shows its host path as the root field), with /proc inside.
+    // (so mountinfo shows its host path as the root field), with /proc inside, and the
+    // node agent's socket directory mounted as the webhook mounts it.
+    let agent = support::agent::NodeAgent::start();
     let script = r#"
-R=$1
+R=$1 AGENT_DIR=$2
 mount --make-rprivate /
 mount --bind "$R" "$R"
-mkdir "$R/proc"
+mkdir "$R/proc" "$R/agent"
 mount -t proc proc "$R/proc"
-exec chroot "$R" /prestop-clean hook --target /target --host "$R/target"
+mount --bind -o ro "$AGENT_DIR" "$R/agent"
+exec chroot "$R" /prestop-clean hook --node-agent /agent/agent.sock --target /target \
+  --host "$R/target"
 "#;
     let output = Command::new(unshare)
         .args(["-m", "sh", "-euc", script, "sh"])
         .arg(root)
+        .arg(agent.socket.parent().expect("socket directory"))
         .output()
         .expect("run chroot");
     let err = support::stderr(&output);

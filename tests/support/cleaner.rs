@@ -130,19 +130,28 @@ pub fn map_argv(
         .collect()
 }
 
+/// The pod the commands of [`as_mounted`] run in, as the kubelet's mounts name it.
+pub const POD_UID: &str = "5f0c9f3e-8b1a-4c2d-9e7f-1a2b3c4d5e6f";
+
 /// A command that runs `argv` as the kubelet would have set it up for a hostPath volume:
 /// in a private mount namespace (`unshare -m`, root) where `target` is a mount, a bind
-/// of itself, so `/proc/self/mountinfo` shows its own path as the mount's root. Pair it
-/// with [`map_argv`] mapping the rendered `--host` to `target` as well: the program's
-/// run-time identity check then sees what it would see in a pod.
+/// of itself, so `/proc/self/mountinfo` shows its own path as the mount's root, and
+/// `/etc/hosts` is the kubelet's `etc-hosts` of pod [`POD_UID`]. Pair it with
+/// [`map_argv`] mapping the rendered `--host` to `target` as well: the program's run-time
+/// identity check then sees what it would see in a pod. Without a node agent the program
+/// cleans only a directory named by its pod's uid: put `target` below one
+/// (`Tree::named(&format!("pod-{POD_UID}-"))`).
 pub fn as_mounted(target: &Path, argv: &[String]) -> Command {
     let script = "mount --make-rprivate /\n\
+                  kubelet=$(mktemp -d)/pods/$1; mkdir -p \"$kubelet\"; : > \"$kubelet/etc-hosts\"\n\
+                  mount --bind \"$kubelet/etc-hosts\" /etc/hosts\n\
                   if [ -d \"$0\" ]; then mount --bind \"$0\" \"$0\"; fi\n\
-                  exec \"$@\"";
+                  shift; exec \"$@\"";
     let mut command = Command::new("unshare");
     command
         .args(["-m", "sh", "-ec", script])
         .arg(target)
+        .arg(POD_UID)
         .args(argv);
     command
 }

@@ -155,7 +155,15 @@ pub struct Tree {
 
 impl Tree {
     pub fn new() -> Tree {
-        let root = tempfile::tempdir().expect("tempdir");
+        Tree::named(".tmp")
+    }
+
+    /// A tree whose temporary root's name starts with `prefix`.
+    pub fn named(prefix: &str) -> Tree {
+        let root = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir()
+            .expect("tempdir");
         let target = root.path().join("target dir");
         let outside = root.path().join("outside");
         let cwd = root.path().join("cwd");

@@ -18,6 +18,24 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_prestop-clean");
+/// The uid of the pod every test container belongs to, as the kubelet's own mounts in the
+/// container name it ([`KUBELET_POD_SH`]).
+pub const POD_UID: &str = "5f0c9f3e-8b1a-4c2d-9e7f-1a2b3c4d5e6f";
+
+/// `kubelet_pod DIR`, in a mount namespace of the test's own: what the kubelet mounts in
+/// every container of pod `$POD_UID` (set, to [`POD_UID`]) — its `etc-hosts` from the pod's
+/// directory below the kubelet's root `DIR`, over `/etc/hosts`. Without the node agent a
+/// cleaner learns its pod's uid from that mount alone (cleans only a directory named by
+/// it).
+pub const KUBELET_POD_SH: &str = r#"
+POD_UID=5f0c9f3e-8b1a-4c2d-9e7f-1a2b3c4d5e6f
+kubelet_pod() {
+  mkdir -p "$1/pods/$POD_UID" /etc; : > "$1/pods/$POD_UID/etc-hosts"
+  [ -e /etc/hosts ] || : > /etc/hosts
+  mount --bind "$1/pods/$POD_UID/etc-hosts" /etc/hosts
+}
+"#;
+
 /// The unprivileged user the tests run the binary as.
 pub const NOBODY: u32 = 65534;
 

@@ -9,7 +9,8 @@
 //!   `TOUCHED <file>` for each canary file that changed;
 //! - `node_fs DIR`: mounts a tmpfs at `DIR` (a scratch disk of the node) and remembers it;
 //! - `pod CMD...`: runs `CMD` as in a pod: in a nested mount namespace where the node's
-//!   own filesystems (`node_fs`) are unmounted, so only the volumes remain;
+//!   own filesystems (`node_fs`) are unmounted, so only the volumes remain, and the
+//!   kubelet's `etc-hosts` of pod `$POD_UID` ([`super::POD_UID`]) is at `/etc/hosts`;
 //! - `kubelet HOSTPATH CONTAINERPATH`: bind-mounts as the kubelet does, following every
 //!   symlink on the node;
 //! - `start_agent SOCKET [ARGS...]` (see [`super::agent::START_AGENT_SH`]);
@@ -20,7 +21,7 @@ use std::path::Path;
 use std::process::Output;
 
 use super::agent::START_AGENT_SH;
-use super::{unshare, BIN};
+use super::{unshare, BIN, KUBELET_POD_SH};
 
 const SETUP: &str = r#"
 D=$1
@@ -56,7 +57,14 @@ intact() {
   done
 }
 node_fs() { mkdir -p "$1"; mount -t tmpfs "node$1" "$1"; NODE_FS="$NODE_FS $1"; }
-pod() { NODE_FS=$NODE_FS unshare -m sh -c 'for m in $NODE_FS; do umount -l "$m"; done; exec "$@"' sh "$@"; }
+pod() {
+  NODE_FS=$NODE_FS POD_UID=$POD_UID unshare -m sh -c '
+    for m in $NODE_FS; do umount -l "$m"; done
+    mount --bind "/var/lib/kubelet/pods/$POD_UID/etc-hosts" /etc/hosts
+    exec "$@"' sh "$@"
+}
+mkdir -p "/var/lib/kubelet/pods/$POD_UID" /etc
+: > "/var/lib/kubelet/pods/$POD_UID/etc-hosts"; : > /etc/hosts
 kubelet() { mkdir -p "$2"; mount --bind "$1" "$2"; }
 run() { name=$1; shift; run_cmd "$name" "$BIN" hook "$@"; }
 run_cmd() { name=$1; shift; set +e; pod "$@"; echo "$name=$?"; set -e; }
@@ -67,7 +75,7 @@ run_cmd() { name=$1; shift; set +e; pod "$@"; echo "$name=$?"; set -e; }
 /// node). `None` when namespaces are unavailable (skipped).
 pub fn on_node(dir: &Path, script: &str) -> Option<Output> {
     let unshare = unshare(&["-m"])?;
-    let script = format!("{START_AGENT_SH}{HELPERS}{script}");
+    let script = format!("{START_AGENT_SH}{KUBELET_POD_SH}{HELPERS}{script}");
     // A hung agent or client fails the test instead of hanging it.
     Some(
         std::process::Command::new("timeout")
