@@ -492,3 +492,27 @@ unknown_user() {
   expect "the log says what to set" grep -q 'set both in its securityContext' "$REAPER_LOG"
   expect "no longer recorded" wait_for 10 not_recorded $name
 }
+
+# 12. Issue 32, finding 3: a pod bound to the node while the walk runs. Its container may
+# live less than one look of the guard (or, here, never start: no kubelet), so only the
+# API says it is there; the walk's own watch makes the guard see it from its binding on.
+walk_meets_a_new_pod() {
+  local name=s10-walk dir="$HOST/scratch/s10-walk" off='"prestop-injector.io/inject": "false"'
+  local left
+  fill "$dir"
+  # Enough entries that the walk lasts seconds (about 1.3 s per 200,000 here).
+  mkdir -p "$dir/many"
+  (cd "$dir/many" && seq 1 600000 | xargs touch)
+  create_pod $name /scratch/$name
+  expect "recorded" wait_for 30 record_of $name
+  force_delete $name
+  expect "the walk started (the state file names it)" wait_for 60 jq -e '.walking' "$REAPER_STATE"
+  create_pod s10-late /scratch/$name "$off"
+  expect "the walk is stopped by the pod bound during it" \
+    wait_for 30 grep -q "stopped emptying /scratch/$name.*s10-late" "$REAPER_LOG"
+  left=$(find "$dir/many" -mindepth 1 -maxdepth 1 | head -1000 | wc -l)
+  expect "the rest of the directory survives ($left of the first 1,000 entries left)" test "$left" -gt 0
+  expect "still recorded" record_of $name
+  force_delete s10-late
+  expect "emptied once s10-late is gone" wait_for 120 is_emptied "$dir"
+}

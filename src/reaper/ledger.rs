@@ -48,7 +48,7 @@ pub struct KnownPod {
 }
 
 impl KnownPod {
-    fn of(facts: &PodFacts) -> KnownPod {
+    pub(crate) fn of(facts: &PodFacts) -> KnownPod {
         KnownPod {
             pod: PodRef {
                 uid: facts.uid.clone(),

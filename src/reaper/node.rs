@@ -3,6 +3,7 @@
 //! checked against the pods known at the moment it is emptied.
 
 mod act;
+pub mod arrivals;
 pub mod guard;
 pub mod kept;
 

@@ -21,6 +21,7 @@ use super::reach::{self, Reach, Use};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// What one round needs, owned: its file system part runs on a blocking thread.
 #[derive(Clone)]
@@ -69,6 +70,9 @@ pub async fn check(check: Check, location: PathBuf, directory: String) -> Result
 pub struct Repeat {
     node_root: Option<PathBuf>,
     pods: Vec<KnownPod>,
+    /// The pods the walk's own watch saw bound to the node since it started
+    /// ([`crate::reaper::node::arrivals`]).
+    arrivals: Option<Arc<Mutex<Vec<KnownPod>>>>,
     claims: Vec<ClaimUse>,
     prefixes: Vec<String>,
     read_only_views_keep: bool,
@@ -81,6 +85,7 @@ impl Check {
         Repeat {
             node_root: self.node_root,
             pods: self.pods,
+            arrivals: None,
             claims,
             prefixes: self.prefixes,
             read_only_views_keep: self.read_only_views_keep,
@@ -89,7 +94,14 @@ impl Check {
 }
 
 impl Repeat {
-    /// One look: what [`check`] decides, with the claims of the walk's start.
+    /// Every look also resolves the pods in `arrivals`, which a watch fills during the walk.
+    pub fn with_arrivals(mut self, arrivals: Arc<Mutex<Vec<KnownPod>>>) -> Repeat {
+        self.arrivals = Some(arrivals);
+        self
+    }
+
+    /// One look: what [`check`] decides, with the claims of the walk's start, and the pods
+    /// bound to the node since.
     pub fn check(&self, location: &Path, directory: &str) -> Result<(), Busy> {
         containers(
             location,
@@ -97,9 +109,29 @@ impl Repeat {
             &self.prefixes,
             self.read_only_views_keep,
         )?;
+        let arrived: Vec<KnownPod> = match &self.arrivals {
+            None => Vec::new(),
+            Some(arrivals) => {
+                let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner());
+                arrivals
+                    .iter()
+                    .filter(|pod| !self.pods.iter().any(|known| known.pod.uid == pod.pod.uid))
+                    .cloned()
+                    .collect()
+            }
+        };
+        // Their claims' volumes were not read at the walk's start: unknown, not unused.
+        if let Some(pod) = arrived.iter().find(|pod| !pod.claims.is_empty()) {
+            return Err(Busy::Unknown(format!(
+                "{} was bound to the node during the walk with PersistentVolumeClaims, whose \
+                 volumes the walk has not read",
+                pod.pod
+            )));
+        }
+        let pods: Vec<KnownPod> = self.pods.iter().cloned().chain(arrived).collect();
         pods_on_the_node(
             self.node_root.as_deref(),
-            &self.pods,
+            &pods,
             &self.claims,
             location,
             directory,

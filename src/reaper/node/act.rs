@@ -5,18 +5,20 @@
 //! it. Events on the Node carry counts and reasons only; the log lines name the
 //! directory, its pods and its survivors.
 
+use super::arrivals;
 use super::guard::{self, Walked};
 use super::Reaper;
 use crate::mutation::targets::{
     is_allowed, is_at_or_below, protected_entry, HostPath, PathRefusal,
 };
 use crate::reaper::events::{self, Kind};
+use crate::reaper::in_use::Busy;
 use crate::reaper::ledger::Due;
 use crate::reaper::state::Walking;
 use crate::reaper::user::{PodUser, RecordedUser};
 use prestop_clean::{size, thousands, Outcome, Report};
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// What becomes of a due directory's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +223,29 @@ impl Reaper {
     /// after the restart, and gives it up after
     /// [`crate::reaper::state::MAX_WALK_ATTEMPTS`] such walks.
     async fn walk(&mut self, directory: &str, location: &str, user: &PodUser) -> Option<Walked> {
+        // The pods bound to the node during the walk: a watch of the walk's own, complete
+        // before anything is removed (issue 32, finding 3). Without it, no walk.
+        let arrivals = match self.api.clone() {
+            None => None,
+            Some(client) => {
+                let rules = arrivals::Rules {
+                    config: self.config.clone(),
+                    own_pod: self.own_pod.clone(),
+                    read_only_views_keep: self.read_only_views_keep,
+                };
+                match arrivals::Arrivals::watch(client, &self.node, rules).await {
+                    Ok(arrivals) => Some(arrivals),
+                    Err(why) => {
+                        return Some(guard::Walked::Stopped {
+                            busy: Busy::Unknown(why),
+                            removed: 0,
+                            bytes: 0,
+                            elapsed: Duration::ZERO,
+                        });
+                    }
+                }
+            }
+        };
         let attempts = match &self.interrupted {
             Some(walking) if walking.path == directory => walking.attempts + 1,
             _ => 1,
@@ -240,13 +265,17 @@ impl Reaper {
         let interval = self.guard_interval;
         // The claims' volumes are read from the API once, here; mountinfo and the node's
         // file system are read again on every look during the walk.
-        let in_use = self.walk_guard().await;
+        let mut in_use = self.walk_guard().await;
+        if let Some(arrivals) = &arrivals {
+            in_use = in_use.with_arrivals(arrivals.pods());
+        }
         let walked = tokio::task::spawn_blocking(move || {
             guard::walk_as(&cleaner, &user, &path, interval, &|| {
                 in_use.check(Path::new(&path), &host)
             })
         })
         .await;
+        drop(arrivals);
         self.walking = None;
         if self
             .interrupted

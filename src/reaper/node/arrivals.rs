@@ -1,0 +1,113 @@
+//! The pods bound to the node *during* a walk (issue 32, finding 3).
+//!
+//! The reaper's loop decides on one task, and the walk is awaited there: while it runs, no
+//! event of the main watch is read, so the guard ([`super::guard`]) knew only the pods of
+//! the walk's start and the containers alive at each of its looks (every 100 ms). A pod
+//! bound meanwhile whose container lived less than one look — staged its files and
+//! exited — was seen by neither, and lost what it wrote.
+//!
+//! So each walk has a watch of its own, on the node's pods, started before the walk and
+//! complete (its first list done) before the first entry is removed. Every pod it sees
+//! joins the pods the guard resolves on the node at each look: a pod is bound (and seen
+//! here) before the kubelet creates its container, so the guard keeps the directory from
+//! the pod's binding on, whether its container is alive at that look or not. A pod that
+//! leaves during the walk stays counted until the walk ends (the safe side). What is left
+//! is stated in docs/REAPER.md#when: one look's interval after the watch delivers the pod.
+
+use crate::config::Config;
+use crate::reaper::derive::pod_facts_with;
+use crate::reaper::ledger::KnownPod;
+use futures_util::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::{self, watcher, Event};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// How long a walk waits for its watch's first list before it gives up (and does not
+/// walk: the directory stays recorded and is tried again).
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The pods the walk's own watch has seen, for the guard; the watch stops when dropped.
+pub struct Arrivals {
+    pods: Arc<Mutex<Vec<KnownPod>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What the pods are derived with: the reaper's own rules.
+pub struct Rules {
+    pub config: Config,
+    pub own_pod: Option<(String, String)>,
+    pub read_only_views_keep: bool,
+}
+
+impl Arrivals {
+    /// Starts the watch of `node`'s pods and returns once its first list is complete;
+    /// `Err` says why it could not be.
+    pub async fn watch(client: kube::Client, node: &str, rules: Rules) -> Result<Arrivals, String> {
+        let pods: Arc<Mutex<Vec<KnownPod>>> = Arc::default();
+        let api: kube::Api<Pod> = kube::Api::all(client);
+        let selector = format!("spec.nodeName={node}");
+        let (listed, on_listed) = oneshot::channel();
+        let seen = pods.clone();
+        let task = tokio::spawn(async move {
+            let mut listed = Some(listed);
+            let mut stream = watcher(api, watcher::Config::default().fields(&selector)).boxed();
+            while let Some(item) = stream.next().await {
+                match item {
+                    Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
+                        if let Some(known) = known(&pod, &rules) {
+                            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                            seen.retain(|other| other.pod.uid != known.pod.uid);
+                            seen.push(known);
+                        }
+                    }
+                    Ok(Event::InitDone) => {
+                        if let Some(listed) = listed.take() {
+                            let _ = listed.send(());
+                        }
+                    }
+                    // A pod that leaves stays counted until the walk ends; a failed list
+                    // is started again by the watcher, and the walk's looks keep reading
+                    // the containers' mounts meanwhile.
+                    Ok(Event::Init | Event::Delete(_)) | Err(_) => {}
+                }
+            }
+        });
+        let arrivals = Arrivals { pods, task };
+        match tokio::time::timeout(LIST_TIMEOUT, on_listed).await {
+            Ok(Ok(())) => Ok(arrivals),
+            _ => Err(format!(
+                "cannot list the pods bound to the node within {} s, so pods that arrive during \
+                 the walk would not be seen",
+                LIST_TIMEOUT.as_secs()
+            )),
+        }
+    }
+
+    /// The pods seen so far, shared with the guard's thread.
+    pub fn pods(&self) -> Arc<Mutex<Vec<KnownPod>>> {
+        self.pods.clone()
+    }
+}
+
+impl Drop for Arrivals {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The pod as the ledger knows pods, unless it is the reaper's own.
+fn known(pod: &Pod, rules: &Rules) -> Option<KnownPod> {
+    let meta = &pod.metadata;
+    if let (Some((namespace, name)), Some(ns), Some(n)) =
+        (&rules.own_pod, &meta.namespace, &meta.name)
+    {
+        if namespace == ns && name == n {
+            return None;
+        }
+    }
+    let value = serde_json::to_value(pod).ok()?;
+    let facts = pod_facts_with(&value, &rules.config, rules.read_only_views_keep)?;
+    Some(KnownPod::of(&facts))
+}
