@@ -13,7 +13,9 @@
 mod core_support;
 mod reaper_support;
 
-use axum::{extract::Path as UrlPath, http::StatusCode, routing::get, Router};
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, Query};
+use axum::{http::StatusCode, routing::get, Router};
 use core_support::host_path_volume;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
@@ -327,11 +329,23 @@ fn check_now(node: &Node, reaper: &Reaper) -> Result<(), Busy> {
 // --- PersistentVolumes, over HTTP as from the API server ------------------------------
 
 /// An API server holding `objects` (request path → object); a path in `forbidden`
-/// answers 403 as RBAC does, any other 404.
+/// answers 403 as RBAC does, any other 404. The node's pods are none, and a watch of
+/// them stays open without an event: each walk lists and watches them (issue 32).
 async fn api_server(objects: Vec<(String, Value)>, forbidden: Vec<String>) -> kube::Client {
     let objects: Arc<HashMap<String, Value>> = Arc::new(objects.into_iter().collect());
     let forbidden = Arc::new(forbidden);
-    let app = Router::new().route(
+    let pods = get(|Query(query): Query<HashMap<String, String>>| async move {
+        let json = [("content-type", "application/json")];
+        if query.get("watch").map(String::as_str) == Some("true") {
+            let never = futures_util::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+            (json, Body::from_stream(never))
+        } else {
+            let list = json!({"kind": "PodList", "apiVersion": "v1",
+                              "metadata": {"resourceVersion": "1"}, "items": []});
+            (json, Body::from(list.to_string()))
+        }
+    });
+    let app = Router::new().route("/api/v1/pods", pods).route(
         "/{*path}",
         get(move |UrlPath(path): UrlPath<String>| {
             let (objects, forbidden) = (objects.clone(), forbidden.clone());
