@@ -7,21 +7,43 @@
 # requests/s, the answer latency (p50, p99, max) seen by the clients, the agent's CPU
 # time per 1,000 requests and its peak RSS (VmHWM), and its idle RSS before the load.
 #
+# Since issue 31 every `same` also reads the mountinfo of every process on the node ("does
+# another container use it?"): CONTAINERS=N first starts N processes, each in a mount
+# namespace of its own chrooted into a tmpfs (as a container's), so that the node has
+# N more mount tables to read; with root and unshare only.
+#
 # Usage: bench/agent-load.sh [PRESTOP_CLEAN]   (default: target/release/prestop-clean)
-#        CLIENTS=8 REQUESTS=2000 bench/agent-load.sh
+#        CLIENTS=8 REQUESTS=2000 CONTAINERS=200 bench/agent-load.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BIN=${1:-${PRESTOP_CLEAN:-target/release/prestop-clean}}
 CLIENTS=${CLIENTS:-4}
+CONTAINERS=${CONTAINERS:-0}
 REQUESTS=${REQUESTS:-2000}
 [[ -x "$BIN" ]] || { echo "no $BIN: cargo build --release -p prestop-clean, or pass its path" >&2; exit 2; }
 
 DIR=$(mktemp -d /tmp/prestop-agent-load.XXXXXX)
 AGENT=""
-cleanup() { [[ -n "$AGENT" ]] && kill "$AGENT" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$DIR"; }
+SLEEPERS=()
+cleanup() {
+  [[ -n "$AGENT" ]] && kill "$AGENT" 2>/dev/null
+  ((${#SLEEPERS[@]})) && kill "${SLEEPERS[@]}" 2>/dev/null
+  wait 2>/dev/null || true
+  rm -rf "$DIR"
+}
 trap cleanup EXIT
 mkdir -p "$DIR/node/mnt/scratch/job"
+busybox=$(command -v busybox || true)
+for i in $(seq "$CONTAINERS"); do
+  [[ -n "$busybox" ]] || { echo "CONTAINERS needs a static busybox" >&2; exit 2; }
+  mkdir -p "$DIR/roots/$i"
+  unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs rootfs "$1" &&
+    mkdir "$1/bin" && cp "$2" "$1/bin/busybox" && exec chroot "$1" /bin/busybox sleep 3600' \
+    sh "$DIR/roots/$i" "$busybox" &
+  SLEEPERS+=("$!")
+done
+sleep 1
 "$BIN" node-agent --host-root "$DIR/node" --socket "$DIR/agent.sock" --allow /mnt/scratch \
   2>"$DIR/agent.log" &
 AGENT=$!
@@ -78,3 +100,4 @@ total=$(cat "$DIR/requests")
 awk -v t="$ticks" -v hz="$hz" -v n="$total" \
   'BEGIN { printf "agent CPU: %.1f ms per 1,000 requests (%.2f s in all)\n", t / hz * 1000 / n * 1000, t / hz }'
 echo "agent RSS: idle ${idle_rss} kB, peak $(status VmHWM) kB"
+echo "processes on the machine: $(find /proc -maxdepth 1 -name '[0-9]*' | wc -l) ($CONTAINERS containers started)"
