@@ -52,6 +52,10 @@ use crate::expand::expand;
 use crate::mountinfo::{self, MountEntry};
 use crate::report::escape;
 
+mod without_agent;
+
+use without_agent::{whole_filesystem_allowed, without_the_node};
+
 /// Where the program reads the container's mounts.
 pub const MOUNTINFO: &str = "/proc/self/mountinfo";
 
@@ -60,7 +64,7 @@ pub const MOUNTINFO: &str = "/proc/self/mountinfo";
 pub(crate) type OtherMounts = HashMap<(u64, u64), Vec<u8>>;
 
 /// Where the operator reads what the node agent adds (named in refusals).
-const AGENT_DOCS: &str = "docs/INSTALL.md, \"The node agent\"";
+pub(crate) const AGENT_DOCS: &str = "docs/INSTALL.md, \"The node agent\"";
 
 /// Checks the opened target `fd` (opened from `target.path`) against its expected
 /// identity, asking the node agent at `node_agent` when given; returns the other mounts'
@@ -230,153 +234,6 @@ pub(crate) fn suffix_below<'p>(path: &'p [u8], base: &[u8]) -> Option<&'p [u8]> 
     (rest.is_empty() || rest.starts_with(b"/")).then_some(rest)
 }
 
-/// Without the node's word, only what a planted link cannot redirect and no other pod can
-/// use (issue 31, finding 4): a directory the kubelet created for this pod alone, named
-/// by its uid (`subPathExpr: $(POD_UID)`), that passes the strict rule ([`match_host`]).
-/// The uid is the kubelet's, read from the container's own mounts of the pod's kubelet
-/// directory (`…/pods/<uid>/etc-hosts`, `…/pods/<uid>/containers/…`), never from the
-/// environment that expanded the path. A fixed directory may be the one a link planted on
-/// the node leads to — another container's root filesystem repeats any path — or one a
-/// Job's replacement pod already works in: only the node agent can tell.
-fn without_the_node(
-    host: &str,
-    suffix: &[u8],
-    mount: &MountEntry,
-    entries: &[MountEntry],
-    whole_filesystem: bool,
-) -> Result<(), String> {
-    // The strict rule first: what it refuses, it refuses with its own sentence.
-    match_host(host, suffix, mount, whole_filesystem)?;
-    let uid = pod_uid(entries)?;
-    let per_pod = host
-        .split('/')
-        .any(|component| component.contains(uid.as_str()));
-    if !per_pod {
-        return Err(format!(
-            "expected host path {} is not this pod's own directory (no component names the \
-             pod's uid {uid}): without the node agent only a per-pod directory \
-             (subPathExpr: $(POD_UID)) is cleaned ({AGENT_DOCS})",
-            escape(host.as_bytes())
-        ));
-    }
-    Ok(())
-}
-
-/// The pod's uid, from the kubelet's own mounts of the pod's directory in the container
-/// (`/etc/hosts`, `/dev/termination-log`, emptyDirs, …): exactly one uid, or why not.
-fn pod_uid(entries: &[MountEntry]) -> Result<String, String> {
-    let mut uids = entries
-        .iter()
-        .filter_map(|entry| uid_in_kubelet_path(&entry.root));
-    let Some(uid) = uids.next() else {
-        return Err(
-            "cannot learn the pod's uid from the kubelet's mounts (no mount of \
-             …/pods/<uid>/etc-hosts or …/pods/<uid>/containers/…): without the node agent \
-             nothing is cleaned"
-                .to_owned(),
-        );
-    };
-    if let Some(other) = uids.find(|other| *other != uid) {
-        return Err(format!(
-            "the kubelet's mounts name two pods ({uid} and {other}): without the node agent \
-             nothing is cleaned"
-        ));
-    }
-    Ok(uid.to_owned())
-}
-
-/// `<uid>` of a mount root `…/pods/<uid>/etc-hosts` or `…/pods/<uid>/containers/…`.
-fn uid_in_kubelet_path(root: &[u8]) -> Option<&str> {
-    let components: Vec<&str> = std::str::from_utf8(root).ok()?.split('/').collect();
-    components.windows(3).rev().find_map(|window| match window {
-        ["pods", uid, "etc-hosts" | "containers"] if is_uid(uid) => Some(*uid),
-        _ => None,
-    })
-}
-
-/// A Kubernetes object uid as the API server makes them: 8-4-4-4-12 hex digits.
-fn is_uid(text: &str) -> bool {
-    text.len() == 36
-        && text.bytes().enumerate().all(|(i, b)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                b == b'-'
-            } else {
-                b.is_ascii_hexdigit()
-            }
-        })
-}
-
-/// Rule 2 without the node's word (the strict rule): `host` ends with `suffix`, and what
-/// is left equals the mount's root, component-wise.
-pub(crate) fn match_host(
-    host: &str,
-    suffix: &[u8],
-    mount: &MountEntry,
-    whole_filesystem: bool,
-) -> Result<(), String> {
-    let shown = escape(&mount.root);
-    let at = escape(&mount.mount_point);
-    let host_bytes = host.as_bytes();
-    let host_mount = match host_bytes.strip_suffix(suffix) {
-        _ if suffix.is_empty() => host_bytes,
-        Some(b"") => b"/",
-        Some(rest) => rest,
-        None => {
-            return Err(format!(
-                "expected host path {}, but the node mounted {shown} at {at}, \
-                 whose path below the mount does not end the expected one",
-                escape(host_bytes)
-            ))
-        }
-    };
-    if mount.root == b"/" && host_mount != b"/" {
-        return Err(format!(
-            "expected host path {}, but the node mounted the root of a whole filesystem \
-             ({} {}:{}) at {at}: refused, as a prefix that is its own filesystem is \
-             cleaned only with the node agent ({AGENT_DOCS})",
-            escape(host_bytes),
-            mount.fs_type,
-            mount.major,
-            mount.minor,
-        ));
-    }
-    if mount.root == b"/" {
-        // The node's `/` itself (hostPath `/`): whole, so only when allowed.
-        return whole_filesystem_allowed(host, mount, whole_filesystem);
-    }
-    if mount.root == host_mount {
-        return Ok(());
-    }
-    Err(format!(
-        "expected host path {}, but the node mounted {shown} at {at}: refused, as {shown} is \
-         not {} (a symlink or alias on the node resolved elsewhere, or a prefix that is its \
-         own filesystem, which is cleaned only with the node agent: {AGENT_DOCS})",
-        escape(host_bytes),
-        escape(host_mount)
-    ))
-}
-
-/// A mount that is the root of a whole filesystem is cleaned only with `--whole-filesystem`,
-/// which the webhook sets only for a host path that is exactly an allowed prefix.
-fn whole_filesystem_allowed(
-    host: &str,
-    mount: &MountEntry,
-    whole_filesystem: bool,
-) -> Result<(), String> {
-    if mount.root != b"/" || whole_filesystem {
-        return Ok(());
-    }
-    Err(format!(
-        "expected host path {}, but the node mounted the root of a whole filesystem \
-         ({} {}:{}) at {}: refused, as allowedHostPathPrefixes does not list exactly that path",
-        escape(host.as_bytes()),
-        mount.fs_type,
-        mount.major,
-        mount.minor,
-        escape(&mount.mount_point)
-    ))
-}
-
 /// Rule 3: the roots of every mount but `ours`; `tree` is the target's directory as a
 /// path of its filesystem (`ours`'s root + the suffix).
 fn other_mounts(
@@ -439,107 +296,4 @@ fn mount_id(stx: rustix::io::Result<rustix::fs::Statx>) -> Option<u64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mount(root: &str, point: &str) -> MountEntry {
-        MountEntry {
-            id: 1,
-            parent: 0,
-            major: 8,
-            minor: 1,
-            root: root.as_bytes().to_vec(),
-            mount_point: point.as_bytes().to_vec(),
-            fs_type: "ext4".into(),
-        }
-    }
-
-    #[test]
-    fn the_mount_is_the_longest_prefix_topmost() {
-        let mut entries = vec![
-            mount("/", "/"),
-            mount("/a", "/data"),
-            mount("/b", "/data"),
-            mount("/c", "/data2"),
-            mount("/d", "/data/x/y"),
-        ];
-        for (i, e) in entries.iter_mut().enumerate() {
-            e.id = i as u64;
-        }
-        let found = |path: &str| find_mount(&entries, path.as_bytes()).map(|m| m.id);
-        assert_eq!(found("/data"), Some(2));
-        assert_eq!(found("/data/x"), Some(2));
-        assert_eq!(found("/data/x/y/z"), Some(4));
-        assert_eq!(found("/data2/q"), Some(3));
-        assert_eq!(found("/datax"), Some(0));
-        assert_eq!(suffix_below(b"/data/x", b"/data"), Some(&b"/x"[..]));
-        assert_eq!(suffix_below(b"/data", b"/data"), Some(&b""[..]));
-        assert_eq!(suffix_below(b"/datax", b"/data"), None);
-        assert_eq!(suffix_below(b"/a", b"/"), Some(&b"/a"[..]));
-    }
-
-    #[test]
-    fn host_paths_match_the_whole_root_component_wise() {
-        let ok = |host: &str, suffix: &str, root: &str| {
-            match_host(host, suffix.as_bytes(), &mount(root, "/data"), false)
-        };
-        assert_eq!(ok("/mnt/scratch/cache", "", "/mnt/scratch/cache"), Ok(()));
-        assert_eq!(
-            ok("/mnt/scratch/cache/x", "/x", "/mnt/scratch/cache"),
-            Ok(())
-        );
-        // A pseudo filesystem's root is no directory of the node, whatever the host path.
-        assert!(ok("/mnt/net:[4026532321]", "", "net:[4026532321]").is_err());
-        // The suffix is all of the host path: the mount shows the node's `/`, not /x.
-        assert!(ok("/x", "/x", "/x").is_err());
-        for (host, suffix, root) in [
-            ("/mnt/scratch/cache", "", "/var/lib/containerd"),
-            ("/mnt/scratch/cache", "", "/che"),
-            ("/mnt/scratch/cache", "", "/mnt/scratch/cache/sub"),
-            ("/mnt/scratch/cache/x", "/y", "/mnt/scratch/cache"),
-            ("/mnt/scratch/cachex", "/x", "/mnt/scratch/cache"),
-            ("/mnt/scratch/cache", "", "/"),
-            // Issue 26: a root that is only a tail of the host path. Accepted before
-            // (/mnt/scratch may be its own disk, whose root is /cache), it is also what a
-            // symlink on the node shows: without the node agent, refused.
-            ("/mnt/scratch/cache", "", "/cache"),
-            ("/mnt/scratch/ci-7/var/lib/kubelet", "", "/var/lib/kubelet"),
-            ("/data/tmp/keep", "", "/keep"),
-            ("/data/tmp/keep/x", "/x", "/keep"),
-        ] {
-            let err = ok(host, suffix, root).unwrap_err();
-            assert!(err.contains(host), "{err}");
-            if host.ends_with(suffix) {
-                assert!(err.contains("node agent"), "{err}");
-            }
-        }
-        // A whole filesystem is the node's `/` (hostPath `/`) or needs the node agent.
-        let whole = mount("/", "/data");
-        let err = match_host("/mnt/disk", b"", &whole, true).unwrap_err();
-        assert!(err.contains("whole filesystem"), "{err}");
-        assert!(err.contains("only with the node agent"), "{err}");
-        assert_eq!(match_host("/x", b"/x", &whole, true), Ok(()));
-        let err = match_host("/x", b"/x", &whole, false).unwrap_err();
-        assert!(err.contains("allowedHostPathPrefixes"), "{err}");
-    }
-
-    #[test]
-    fn expected_hosts_are_expanded_and_normalized() {
-        let env = |name: &str| (name == "POD_NAME").then(|| "p-1".to_owned());
-        let host = |text: Option<&str>| {
-            let target = Target {
-                path: "/data".into(),
-                host: text.map(str::to_owned),
-                whole_filesystem: false,
-            };
-            expected_host(&target, &env)
-        };
-        assert_eq!(host(Some("/mnt/$(POD_NAME)/x")), Ok("/mnt/p-1/x".into()));
-        assert_eq!(host(Some("/mnt//a/./b/")), Ok("/mnt/a/b".into()));
-        assert_eq!(host(Some("/mnt/$$x")), Ok("/mnt/$x".into()));
-        assert!(host(None).unwrap_err().contains("older"));
-        assert!(host(Some("/mnt/$(NOPE)")).is_err());
-        assert!(host(Some("/mnt/../etc")).is_err());
-        assert!(host(Some("mnt")).is_err());
-    }
-}
+mod tests;

@@ -45,18 +45,10 @@ use std::hash::{Hash as _, Hasher as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
-/// One line of a mountinfo file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mount {
-    pub id: u64,
-    pub dev: (u32, u32),
-    /// The directory of the source filesystem that the mount shows.
-    pub root: Vec<u8>,
-    /// Where it is mounted, as the reading process sees it.
-    pub point: Vec<u8>,
-    /// Mounted `ro` (this mount's own options: a mount below it has its own line).
-    pub read_only: bool,
-}
+mod mounts;
+
+pub use mounts::{is_at_or_below, parse, Mount};
+use mounts::{on_one_line, path_in_filesystem, read_mountinfo, root_mount, split_dev};
 
 /// Why a directory must not be emptied now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,11 +183,6 @@ pub fn check_for_asker(
         asker_mounts,
         true,
     )
-}
-
-/// The ids of the mounts in `mountinfo` (the asker's, for [`check_for_asker`]).
-pub fn mount_ids(mountinfo: &[u8]) -> HashSet<u64> {
-    parse(mountinfo).iter().map(|m| m.id).collect()
 }
 
 fn scan(
@@ -359,136 +346,4 @@ fn sees_the_node(proc: &Path) -> bool {
 fn gone(error: &std::io::Error) -> bool {
     // ESRCH, and EINVAL for a zombie (no mount namespace left).
     error.kind() == std::io::ErrorKind::NotFound || matches!(error.raw_os_error(), Some(3 | 22))
-}
-
-fn read_mountinfo(path: &Path) -> std::io::Result<Option<Vec<Mount>>> {
-    let text = std::fs::read(path)?;
-    let mounts = parse(&text);
-    Ok((!mounts.is_empty()).then_some(mounts))
-}
-
-/// The mount at `/`: the last one listed there is the one on top.
-fn root_mount(mounts: &[Mount]) -> Option<&Mount> {
-    mounts.iter().rev().find(|m| m.point == b"/")
-}
-
-/// The path of `location` within its filesystem: the root of the mount it is on (the
-/// deepest mount point above it, the last listed when mounts are stacked), joined with
-/// the rest. `None` when that mount is not on `dev`.
-fn path_in_filesystem(mounts: &[Mount], location: &[u8], dev: (u32, u32)) -> Option<Vec<u8>> {
-    let mount = mounts
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| is_at_or_below(location, &m.point))
-        .max_by_key(|(index, m)| (m.point.len(), *index))
-        .map(|(_, m)| m)?;
-    if mount.dev != dev {
-        return None;
-    }
-    let rest = if mount.point == b"/" {
-        location
-    } else {
-        &location[mount.point.len()..]
-    };
-    let mut path = mount.root.clone();
-    if path.last() == Some(&b'/') {
-        path.pop();
-    }
-    path.extend_from_slice(rest);
-    if path.is_empty() {
-        path.push(b'/');
-    }
-    Some(path)
-}
-
-/// `path` is `base` or below it, component-wise (`/` is above everything).
-pub fn is_at_or_below(path: &[u8], base: &[u8]) -> bool {
-    base == b"/" || path == base || (path.starts_with(base) && path.get(base.len()) == Some(&b'/'))
-}
-
-fn on_one_line(a: &[u8], b: &[u8]) -> bool {
-    is_at_or_below(a, b) || is_at_or_below(b, a)
-}
-
-/// `st_dev` as (major, minor), as the kernel encodes it for user space.
-fn split_dev(dev: u64) -> (u32, u32) {
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    (major as u32, minor as u32)
-}
-
-/// The lines of a mountinfo file: `id parent major:minor root point options … - …`.
-/// Paths are unescaped (`\040` is a space); malformed lines are skipped.
-pub fn parse(text: &[u8]) -> Vec<Mount> {
-    text.split(|&b| b == b'\n')
-        .filter_map(|line| {
-            let mut fields = line.split(|&b| b == b' ');
-            let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
-            fields.next()?;
-            let (major, minor) = std::str::from_utf8(fields.next()?).ok()?.split_once(':')?;
-            let dev = (major.parse().ok()?, minor.parse().ok()?);
-            let root = unescape(fields.next()?);
-            let point = unescape(fields.next()?);
-            let read_only = fields.next()?.split(|&b| b == b',').any(|o| o == b"ro");
-            Some(Mount {
-                id,
-                dev,
-                root,
-                point,
-                read_only,
-            })
-        })
-        .collect()
-}
-
-/// Undoes the kernel's `\ooo` octal escapes of space, tab, newline and backslash.
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal = field
-            .get(i + 1..i + 4)
-            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match octal {
-            Some(d) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mountinfo_lines_are_read_as_the_kernel_writes_them() {
-        let text = b"22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
-            31 22 8:1 /mnt/scratch/a\\040b /host/mnt/x rw - ext4 /dev/sda1 rw\n\
-            bad line\n";
-        let mounts = parse(text);
-        assert_eq!(mounts.len(), 2);
-        assert_eq!(mounts[1].root, b"/mnt/scratch/a b");
-        assert_eq!(mounts[1].dev, (8, 1));
-        assert_eq!(
-            path_in_filesystem(&mounts, b"/host/mnt/x/job", (8, 1)).as_deref(),
-            Some(&b"/mnt/scratch/a b/job"[..])
-        );
-        assert_eq!(
-            path_in_filesystem(&mounts, b"/srv/y", (8, 1)).as_deref(),
-            Some(&b"/srv/y"[..])
-        );
-        assert_eq!(path_in_filesystem(&mounts, b"/srv/y", (8, 2)), None);
-        assert!(on_one_line(b"/mnt/scratch", b"/mnt/scratch/job"));
-        assert!(on_one_line(b"/mnt/scratch/job/pv", b"/mnt/scratch/job"));
-        assert!(!on_one_line(b"/mnt/scratch/job2", b"/mnt/scratch/job"));
-        assert_eq!(split_dev(0x0801), (8, 1));
-        assert_eq!(split_dev((259 << 8) | 3), (259, 3));
-    }
 }
