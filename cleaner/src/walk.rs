@@ -42,18 +42,15 @@ use rustix::fs::{fstat, openat2, statat, unlinkat, AtFlags, Dir, FileType, Mode,
 use rustix::io::{fcntl_dupfd_cloexec, retry_on_intr, Errno};
 
 use crate::report::{Reason, Survivor, MAX_NAMED};
+
 use crate::target::DIR_FLAGS;
+pub(crate) use batches::{ShareFiles, FILES_PER_BATCH};
+pub(crate) use frame::{entry_count, Entry};
+use frame::{kind_of, stream, Frame, Kind};
 
 /// Takes a directory opened and checked below a walk's root for another worker (`Ok`), or
 /// gives it back (`Err`) when the shared queue is full.
 pub(crate) type HandOff<'a> = dyn Fn(CString, OwnedFd) -> Result<(), (CString, OwnedFd)> + 'a;
-/// Takes a batch of the root's non-directory entries for another worker to remove through
-/// the root's descriptor (`Ok`), or gives it back (`Err`) when no batch may be queued.
-pub(crate) type ShareFiles<'a> = dyn Fn(Vec<Entry>) -> Result<(), Vec<Entry>> + 'a;
-
-/// Non-directory entries of the root given to another worker at a time (`share_files`).
-pub(crate) const FILES_PER_BATCH: usize = 256;
-
 /// Directory descriptors the walk keeps open at most, besides the target's.
 pub const WINDOW: usize = 32;
 /// Attempts at one entry whose kind keeps changing (dir → symlink → dir …).
@@ -63,58 +60,6 @@ const BENEATH: ResolveFlags = ResolveFlags::BENEATH
     .union(ResolveFlags::NO_SYMLINKS)
     .union(ResolveFlags::NO_XDEV)
     .union(ResolveFlags::NO_MAGICLINKS);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Dir,
-    File,
-    Other,
-    Unknown,
-}
-
-pub(crate) struct Entry {
-    name: CString,
-    kind: Kind,
-}
-
-struct Frame {
-    /// The directory's stream, whose descriptor is also the one its entries are opened
-    /// and removed through. `None` for frames whose descriptor was closed to stay within
-    /// [`WINDOW`] (never the target's).
-    dir: Option<Dir>,
-    /// Its name in the parent (empty for the target).
-    name: CString,
-    dev: u64,
-    ino: u64,
-    /// The `d_off` of the last entry taken from the stream: where it resumes after its
-    /// descriptor was closed and reopened.
-    offset: i64,
-    /// The child being walked when the stream was closed: should the resumed stream
-    /// return it again, it is not walked twice.
-    resumed_after: Option<CString>,
-    /// The stream is exhausted (or failed): only the directory's removal is left.
-    done: bool,
-    /// Why the stream failed before its end: the directory survives, named once.
-    failed: Option<Reason>,
-    /// Entries of this directory that survived (so its own removal is expected to fail).
-    left: u64,
-}
-
-impl Frame {
-    fn new(dir: Dir, name: CString, dev: u64, ino: u64) -> Frame {
-        Frame {
-            dir: Some(dir),
-            name,
-            dev,
-            ino,
-            offset: 0,
-            resumed_after: None,
-            done: false,
-            failed: None,
-            left: 0,
-        }
-    }
-}
 
 /// Set once the program's deadline has passed (`--deadline`, [`crate::stop_walks`]): every
 /// walk stops at its next entry as at a read-only filesystem, so each worker finishes the
@@ -287,41 +232,6 @@ impl<'a> Walk<'a> {
             self.interrupted = true;
         }
         self.root_left = self.stack.first().map_or(0, |root| root.left);
-    }
-
-    /// Whether `entry` (of the root) goes into a batch for another worker: files and
-    /// other non-directories whose kind the listing gave. Directories are handed off
-    /// whole, after their checks (`descend`); an unknown kind is looked at here.
-    fn shares(&self, entry: &Entry) -> bool {
-        self.share_files.is_some() && matches!(entry.kind, Kind::File | Kind::Other)
-    }
-
-    /// Gives the gathered batch to another worker, or removes it here when none may take it.
-    fn offer_batch(&mut self) {
-        let batch = std::mem::take(&mut self.batch);
-        let back = match self.share_files {
-            Some(share) => share(batch).err(),
-            None => Some(batch),
-        };
-        if let Some(back) = back {
-            self.remove_entries(back);
-        }
-    }
-
-    /// Removes entries listed directly below the root, exactly as the walk does (a name
-    /// since swapped for a directory is not entered without the root's stream: it is
-    /// left to the next pass, [`Walk::descend`]). Also what another worker runs on a
-    /// batch, in a walk of its own on the same root.
-    pub(crate) fn remove_entries(&mut self, entries: Vec<Entry>) {
-        for entry in entries {
-            if self.stopped || self.halted() {
-                // Stopped (read-only, or the deadline): what is left stays, uncounted, as in `run`.
-                self.stopped = true;
-                return;
-            }
-            self.entry(entry);
-            self.report_progress();
-        }
     }
 
     /// Whether to stop now: a read-only filesystem met by any worker, or the deadline.
@@ -499,49 +409,9 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// A stream of the directory `fd` from its start. A dup shares the file offset with `fd`:
-/// rewind, or a second stream of the same descriptor (the next pass over the target)
-/// would start at the end and see nothing.
-fn stream(fd: impl AsFd) -> Result<Dir, Errno> {
-    let mut dir = Dir::new(fcntl_dupfd_cloexec(fd, 0)?)?;
-    dir.rewind();
-    Ok(dir)
-}
-
-/// How many entries the directory holds (`.` and `..` left out), streamed.
-pub(crate) fn entry_count(fd: impl AsFd) -> Result<u64, Errno> {
-    let mut count = 0;
-    for entry in stream(fd)? {
-        let entry = entry?;
-        if entry.file_name() != c"." && entry.file_name() != c".." {
-            count += 1;
-        }
-    }
-    Ok(count)
-}
-
-fn kind_of(file_type: FileType) -> Kind {
-    match file_type {
-        FileType::Directory => Kind::Dir,
-        FileType::RegularFile => Kind::File,
-        FileType::Unknown => Kind::Unknown,
-        _ => Kind::Other,
-    }
-}
-
-impl From<Errno> for Reason {
-    fn from(err: Errno) -> Reason {
-        match err {
-            Errno::ACCESS => Reason::PermissionDenied,
-            Errno::PERM => Reason::NotPermitted,
-            Errno::ROFS => Reason::ReadOnly,
-            Errno::BUSY | Errno::XDEV => Reason::MountPoint,
-            err => Reason::Error(err.raw_os_error()),
-        }
-    }
-}
-
+mod batches;
 mod climb;
+mod frame;
 pub(crate) mod pool;
 mod remove;
 
