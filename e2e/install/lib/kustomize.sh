@@ -38,6 +38,12 @@ kustomize_write() { # mode reaper(0|1) ca-bundle-file
     awk '/^allowedHostPathPrefixes:/ { skip = 1; next } skip && /^(  |- )/ { next } { skip = 0; print }' \
       >"$dir/config.yaml"
   echo "allowedHostPathPrefixes: [$HOST/scratch]" >>"$dir/config.yaml"
+  # With the reaper's pod, its node agent answers every cleaner, as
+  # deploy/overlays/cluster-wide-with-reaper sets it: without the agent's word a cleaner
+  # empties only per-pod directories, and the seed Job's is a fixed one (issue 31).
+  if ((reaper)) && ! grep -q '^nodeAgent:' "$dir/config.yaml"; then
+    echo "nodeAgent: {hostDirectory: /var/run/prestop-injector}" >>"$dir/config.yaml"
+  fi
   echo "allowedHostPathPrefixes: [$HOST/scratch]" >"$dir/reaper-config.yaml"
   cat >"$dir/pdb-v1beta1.yaml" <<YAML
 apiVersion: policy/v1beta1
@@ -124,6 +130,11 @@ YAML
       - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/0/mountPath, value: /host$HOST/scratch}
       - {op: test, path: /spec/template/spec/volumes/1/hostPath/path, value: /var/lib/prestop-injector/reaper}
       - {op: replace, path: /spec/template/spec/volumes/1/hostPath/path, value: $HOST/reaper-state}
+  # The node agent's --allow, in step with the prefixes (docs/INSTALL.md "Your prefixes").
+  - target: {kind: DaemonSet, name: prestop-reaper}
+    patch: |-
+      - {op: test, path: /spec/template/spec/containers/1/command/7, value: /mnt/scratch}
+      - {op: replace, path: /spec/template/spec/containers/1/command/7, value: $HOST/scratch}
 YAML
   fi
   KUSTOMIZE_DIR=$dir
