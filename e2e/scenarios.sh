@@ -16,8 +16,9 @@ seed_dry_run() {
   expect "status annotation on the template" \
     jqt "$OUT" "$TEMPLATE.metadata.annotations[\"prestop-injector.io/status\"] | fromjson | .containers == [\"busybox\"]"
   expect "three warnings on stderr" test "$(grep -c '^Warning: ' <<<"$ERR")" -eq 3
-  expect "warning: command now runs /bin/sh" has "$ERR" 'has no bash; command now runs /bin/sh'
-  expect "warning: preStop hook fixed" has "$ERR" 'preStop hook now runs /bin/sh'
+  expect "warning: command and preStop hook now run /bin/sh" has "$ERR" 'has no bash; command and preStop hook now run /bin/sh'
+  expect "warning: without the node agent the fixed directory is not cleaned" has "$ERR" \
+    '/test-package is not cleaned without the node agent'
   expect "warning: the hook deletes an unmounted path" has "$ERR" '/cadm-package/*, which is on no volume mount'
   # The README shows the real server's output: its block after "Through a real API server".
   local readme

@@ -73,7 +73,13 @@ fn statefulset_sharing_warning_recommends_what_is_enough() {
                    use subPathExpr: $(POD_UID)";
     for (mount, env) in [(fixed, json!([])), (named, by_name)] {
         let outcome = mutate(stateful_set(mount.clone(), env));
-        assert_eq!(outcome.decision.warnings, [warning], "{mount}");
+        // And, as the config names no node agent, that it is not cleaned at all
+        // without one (issue 31).
+        assert_eq!(
+            outcome.decision.warnings,
+            [warning.to_owned(), fixed_without_agent("app", "/scratch")],
+            "{mount}"
+        );
         assert!(!outcome.warnings().contains("POD_NAME"));
     }
     let outcome = mutate(stateful_set(per_uid, by_uid));

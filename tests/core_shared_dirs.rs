@@ -180,7 +180,13 @@ fn class_6_an_explicit_annotation_on_shared_pods_proceeds_and_names_the_fix() {
             let warning = format!(
                 "container \"app\": /scratch may be shared by pods of {why}; use subPathExpr: {fix}"
             );
-            assert_eq!(outcome.decision.warnings, [warning], "{kind} {annotation}");
+            // And, as the config names no node agent, that it is not cleaned at all
+            // without one (issue 31).
+            assert_eq!(
+                outcome.decision.warnings,
+                [warning, fixed_without_agent("app", "/scratch")],
+                "{kind} {annotation}"
+            );
         }
     }
     let outcome = mutate(workload(
@@ -189,7 +195,10 @@ fn class_6_an_explicit_annotation_on_shared_pods_proceeds_and_names_the_fix() {
         json!({"parallelism": 1}),
     ));
     assert!(cleaned(&outcome.patched));
-    assert_eq!(outcome.decision.warnings, Vec::<String>::new());
+    assert_eq!(
+        outcome.decision.warnings,
+        [fixed_without_agent("app", "/scratch")]
+    );
 }
 
 #[test]
@@ -205,7 +214,18 @@ fn class_6_a_per_pod_sub_path_expr_needs_no_warning() {
     container["volumeMounts"][0]["subPathExpr"] = json!("$(POD_NAME)");
     let outcome = mutate(object.clone());
     assert!(cleaned(&outcome.patched));
-    assert_eq!(outcome.decision.warnings, Vec::<String>::new());
+    // Not shared; but a pod's name is no uid, so without a node agent to ask, the
+    // cleaner would not empty it (issue 31), and says so.
+    assert_eq!(
+        outcome.decision.warnings,
+        [fixed_without_agent("app", "/scratch")]
+    );
+    let with_agent = mutate_with(
+        Endpoint::Mutate,
+        &test_config_with("nodeAgent: {}"),
+        object.clone(),
+    );
+    assert_eq!(with_agent.decision.warnings, Vec::<String>::new());
 
     // A directory per node is still shared by every pod on that node.
     let container = &mut object["spec"]["template"]["spec"]["containers"][0];

@@ -161,7 +161,14 @@ fn class_4_an_identical_mount_of_two_containers_is_mounted_once() {
     ));
     let sidecar = sidecar_of(&outcome.patched).unwrap();
     assert_eq!(sidecar["volumeMounts"], mount);
-    assert_eq!(outcome.decision.warnings, Vec::<String>::new());
+    // Only that, without a node agent configured, a fixed directory is not cleaned.
+    assert_eq!(
+        outcome.decision.warnings,
+        [
+            fixed_without_agent("a", "/data"),
+            fixed_without_agent("b", "/data")
+        ]
+    );
 }
 
 fn restricted_fields(sidecar: &Value, uid: u64, gid: Option<u64>) {

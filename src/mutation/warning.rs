@@ -40,8 +40,34 @@ pub const CITATION_WHEN_CUT: usize = 16;
 
 /// `value` (a name or path the warning cites) marked so that [`fit`] may shorten it.
 pub(crate) fn cited(value: impl std::fmt::Display) -> String {
-    let text = value.to_string().replace([OPEN, CLOSE], "\u{FFFD}");
-    format!("{OPEN}{text}{CLOSE}")
+    use std::fmt::Write as _;
+    let mut text = String::with_capacity(32);
+    text.push(OPEN);
+    let _ = write!(text, "{value}");
+    // Both marks start with this byte, which no ASCII text has: the common case is one
+    // memchr, not a search for two characters (the core's budget, issue 31).
+    if text.as_bytes()[OPEN.len_utf8()..].contains(&MARK_LEAD) {
+        let value = text.split_off(OPEN.len_utf8());
+        text.push_str(&value.replace([OPEN, CLOSE], "\u{FFFD}"));
+    }
+    text.push(CLOSE);
+    text
+}
+
+/// The first byte of [`OPEN`] and [`CLOSE`] in UTF-8 (`EE 80 80`, `EE 80 81`).
+const MARK_LEAD: u8 = 0xEE;
+
+/// `warning` without its marks, and how many characters that leaves.
+fn unmarked(warning: &str) -> (std::borrow::Cow<'_, str>, usize) {
+    if !warning.as_bytes().contains(&MARK_LEAD) {
+        return (warning.into(), warning.chars().count());
+    }
+    let text: String = warning
+        .chars()
+        .filter(|&c| c != OPEN && c != CLOSE)
+        .collect();
+    let count = text.chars().count();
+    (text.into(), count)
 }
 
 /// One piece of a warning: its characters, and whether it is a citation.
@@ -70,13 +96,9 @@ fn pieces(warning: &str) -> Vec<Piece> {
 /// `warning` without its marks, in at most `max` characters (see the module contract).
 pub(crate) fn fit(warning: &str, max: usize) -> String {
     // Most warnings fit: drop the marks in one pass, without splitting into pieces.
-    let marks = warning.chars().filter(|&c| c == OPEN || c == CLOSE).count();
-    if warning.chars().count() - marks <= max {
-        return if marks == 0 {
-            warning.to_owned()
-        } else {
-            warning.replace([OPEN, CLOSE], "")
-        };
+    let (text, length) = unmarked(warning);
+    if length <= max {
+        return text.into_owned();
     }
     let mut pieces = pieces(warning);
     let length = |pieces: &[Piece], cap: usize| -> usize {

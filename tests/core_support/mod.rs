@@ -289,3 +289,12 @@ pub fn assert_targeted(outcome: &Outcome) {
         assert!(!path.ends_with("/name"), "renamed: {path}");
     }
 }
+
+/// The warning a fixed directory of `container` gets when the config names no node agent
+/// (issue 31: without the agent's word only a per-pod directory is cleaned).
+pub fn fixed_without_agent(container: &str, path: &str) -> String {
+    format!(
+        "container {container:?}: {path} is not cleaned without the node agent (config \
+         nodeAgent): only a per-pod directory is; use subPathExpr: $(POD_UID)"
+    )
+}

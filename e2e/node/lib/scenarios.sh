@@ -53,7 +53,7 @@ seed_with_webhook() {
   apply_webhook_configs cluster-wide || { FAILS+=("the webhook configurations apply"); return; }
   kc create -o json -f - <<<"$(seed_job "$dir")"
   expect "create succeeds" test "$STATUS" -eq 0
-  expect "with the webhook's warnings" has "$ERR" 'has no bash; command now runs /bin/sh'
+  expect "with the webhook's warnings" has "$ERR" 'has no bash; command and preStop hook now run /bin/sh'
   local pods="controller-uid=$(jq -r .metadata.uid <<<"$OUT")"
   expect "the pod runs within 60 s" wait_for 60 pod_running "$pods"
   expect "its file appears on the node within 30 s" wait_for 30 has_file "$dir/test.txt"

@@ -20,7 +20,7 @@ use crate::mutation::inject::sidecar::{self, SidecarPlan};
 use crate::mutation::scope::gates::{self, storable};
 use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
-use crate::mutation::targets::{self, PathRefusal};
+use crate::mutation::targets::{self, without_agent, PathRefusal};
 use crate::mutation::warning::cited;
 use crate::mutation::{
     grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
@@ -121,6 +121,12 @@ pub fn mutate(
                             }
                             CleanerMode::Shell => None,
                         };
+                        if let (CleanerMode::Binary, None, Action::Cleanup(paths)) =
+                            (mode, socket, &hook.action)
+                        {
+                            let paths = crate::mutation::hook::target_paths(paths);
+                            without_agent::warn_fixed(container, &name, &paths, &mut warnings);
+                        }
                         set_exec(container, hook.to_argv(mode, socket));
                         injected.push(name);
                         needs = mode == CleanerMode::Binary;
@@ -144,6 +150,9 @@ pub fn mutate(
                     }
                     if let Some(why) = &settings.shared_by {
                         sharing::warn_shared(container, &paths, why, &mut warnings);
+                    }
+                    if mode == CleanerMode::Binary && config.node_agent.is_none() {
+                        without_agent::warn_fixed(container, &name, &paths, &mut warnings);
                     }
                     served_by_sidecar.push(name.clone());
                     injected.push(name);

@@ -110,12 +110,16 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
-    let report = |fix: Fix, place: &str, warnings: &mut Vec<String>| {
-        let tail = match fix {
-            Fix::Rewrite { to, .. } => format!("has no bash; {place} now runs {to}"),
-            Fix::Refuse(what) => format!("has no bash; {place} unchanged: {what} may differ in sh"),
-        };
-        warnings.push(warning(&name, &image, &tail));
+    // The places rewritten to one shell make one warning ("command and preStop hook now
+    // run /bin/sh"): one fact about the image, said once (and one warning less to build
+    // per review: the core's budget, issue 31). Each refusal is its own.
+    let mut rewritten: Vec<(&str, &'static str)> = Vec::new();
+    let mut report = |fix: Fix, place: &'static str, warnings: &mut Vec<String>| match fix {
+        Fix::Rewrite { to, .. } => rewritten.push((place, to)),
+        Fix::Refuse(what) => {
+            let tail = format!("has no bash; {place} unchanged: {what} may differ in sh");
+            warnings.push(warning(&name, &image, &tail));
+        }
     };
 
     // The container's own argv is `command` followed by `args`; the `-c` script may be in
@@ -141,7 +145,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
         }
     }
 
-    let places: [(&str, &[&str]); 5] = [
+    let places: [(&'static str, &[&str]); 5] = [
         ("postStart hook", &["lifecycle", "postStart"]),
         ("preStop hook", &["lifecycle", "preStop"]),
         ("livenessProbe", &["livenessProbe"]),
@@ -160,6 +164,32 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
             set_entry(exec_command_mut(container, path), at, to);
         }
         report(fix, place, warnings);
+    }
+    if let Some(&(_, to)) = rewritten.first() {
+        let one_shell = rewritten.iter().all(|&(_, shell)| shell == to);
+        if one_shell {
+            let places: Vec<&str> = rewritten.iter().map(|&(place, _)| place).collect();
+            let verb = if places.len() == 1 { "runs" } else { "run" };
+            let tail = format!("has no bash; {} now {verb} {to}", listed(&places));
+            warnings.push(warning(&name, &image, &tail));
+        } else {
+            for (place, to) in rewritten {
+                warnings.push(warning(
+                    &name,
+                    &image,
+                    &format!("has no bash; {place} now runs {to}"),
+                ));
+            }
+        }
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn listed(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [head @ .., last] => format!("{} and {last}", head.join(", ")),
     }
 }
 
@@ -217,6 +247,12 @@ fn plan(argv: &[&Value], image: &str, config: &Config, env: &Environment) -> Opt
 
 /// `container "NAME": IMAGE TAIL`, the image (then the name) shortened to fit.
 fn warning(name: &str, image: &str, tail: &str) -> String {
+    // The usual case: short enough as it is (bytes bound characters), built once.
+    if name.len() <= 30
+        && "container \"\": ".len() + name.len() + image.len() + 1 + tail.len() <= MAX_WARNING
+    {
+        return format!("container \"{name}\": {image} {tail}");
+    }
     let name = shorten(name, 30);
     let fixed = "container \"\": ".len() + name.chars().count() + 1 + tail.chars().count();
     let image = shorten(image, MAX_WARNING.saturating_sub(fixed).max(10));

@@ -272,7 +272,7 @@ fn unchanged() {
 }
 
 #[test]
-fn one_warning_per_correction_and_short() {
+fn one_warning_per_shell_switch_and_per_refusal_and_short() {
     let long = format!(
         "registry.example.com/{}/busybox@sha256:{}",
         "x".repeat(60),
@@ -289,7 +289,21 @@ fn one_warning_per_correction_and_short() {
     spec["containers"][0]["name"] = json!("n".repeat(63));
     let (_, warnings, changed) = fix(spec);
     assert_eq!(changed.len(), 2);
-    assert_eq!(warnings.len(), 3);
+    // The two rewrites to /bin/sh are one fact about the image: one warning naming both
+    // places; the probe's refusal is its own.
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.ends_with("has no bash; command and postStart hook now run /bin/sh")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("livenessProbe unchanged")),
+        "{warnings:?}"
+    );
     for w in &warnings {
         assert!(
             w.chars().count() <= MAX_WARNING,

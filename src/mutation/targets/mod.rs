@@ -27,6 +27,7 @@ mod mounts;
 mod protection;
 pub(in crate::mutation) mod sharing;
 pub(in crate::mutation) mod stale_paths;
+pub(in crate::mutation) mod without_agent;
 
 pub use host::{
     container_views, mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume,

@@ -1,0 +1,49 @@
+//! docs/DESIGN.md#identity-is-checked-on-the-node: without the node agent's word, the
+//! cleaner program empties only a directory of its pod's own, named by the pod's uid
+//! (`subPathExpr: $(POD_UID)`; issue 31). A fixed directory may be where a link planted on
+//! the node leads (another container's root filesystem repeats any path), or where a
+//! Job's replacement pod already works: only the node can tell. So where the config names
+//! no `nodeAgent`, each such target is said at admission, not first in a
+//! `FailedPreStopHook` Event.
+
+use crate::mutation::field::Field;
+use crate::mutation::targets::sharing::is_private;
+use crate::mutation::warning::cited;
+use serde_json::Value;
+
+/// One warning per target of `container` that is not a per-pod directory (its mount's
+/// `subPathExpr` does not name the pod's uid): without the agent its cleanup removes
+/// nothing.
+pub fn warn_fixed(container: &Value, name: &str, paths: &[String], warnings: &mut Vec<String>) {
+    let mounts = container
+        .field("volumeMounts")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for path in paths {
+        // The mount the target is on: the deepest whose mountPath holds it. A plain
+        // lookup, not a parse of every mount (the seed review pays for this warning).
+        let mount = mounts
+            .iter()
+            .filter_map(|m| Some((m, m.field("mountPath")?.as_str()?.trim_end_matches('/'))))
+            .filter(|(_, at)| holds(at, path))
+            .max_by_key(|(_, at)| at.len());
+        let per_pod = mount.is_some_and(|(m, _)| is_private(container, m));
+        if !per_pod {
+            warnings.push(format!(
+                "container {}: {} is not cleaned without the node agent (config nodeAgent): \
+                 only a per-pod directory is; use subPathExpr: $(POD_UID)",
+                cited(format_args!("{name:?}")),
+                cited(path)
+            ));
+        }
+    }
+}
+
+/// `path` is `at` or below it (`at` without a trailing `/`; empty is `/`).
+fn holds(at: &str, path: &str) -> bool {
+    at.is_empty()
+        || path
+            .strip_prefix(at)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
