@@ -16,7 +16,7 @@ started=$(date +%s)
 APISERVER=$(bash e2e/setup.sh) || { echo "e2e: setup failed" >&2; exit 1; }
 # The debug binary: `cargo test` has just built it in CI, so this is a no-op there.
 cargo build --locked --quiet --bin prestop-injector || { echo "e2e: cargo build failed" >&2; exit 1; }
-BIN="$ROOT/target/debug/prestop-injector"
+BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/prestop-injector"
 
 WORK=$(mktemp -d /tmp/prestop-e2e.XXXXXX)
 WEBHOOK_HOST=prestop-injector.prestop-system.svc

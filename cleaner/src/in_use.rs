@@ -142,14 +142,7 @@ fn check_in(
         dev: split_dev(meta.dev()),
         host_path: host_path.as_bytes(),
     };
-    scan(
-        proc,
-        &candidate,
-        marker,
-        read_only_above,
-        &HashSet::new(),
-        false,
-    )
+    scan(proc, &candidate, marker, read_only_above, None)
 }
 
 /// A directory to look for users of.
@@ -170,19 +163,33 @@ pub struct Candidate<'a> {
 /// `/proc/<pid>/mountinfo` (`asker_mounts`) is in the asker's mount namespace: the
 /// container whose hook asks. Its sibling containers, a native sidecar, another pod (a
 /// Job's replacement that already runs) each have their own namespace and count.
+///
+/// A filesystem the node mounts at or inside the directory keeps it too, unless the
+/// asker's container has that very mount (its device and root): then the asker's walk
+/// meets it, never enters it and never removes its mount point. One the container does
+/// not see (mounted on the node after the container started) would look like a plain
+/// directory to the walk, whose removal would detach the node's mount.
 pub fn check_for_asker(
     candidate: &Candidate<'_>,
     read_only_above: Option<&Path>,
-    asker_mounts: &HashSet<u64>,
+    asker: &Asker,
 ) -> Result<(), Busy> {
     scan(
         Path::new("/proc"),
         candidate,
         Path::new(OWN_POD_MARKER),
         read_only_above,
-        asker_mounts,
-        true,
+        Some(asker),
     )
+}
+
+/// The asking container, as its own `/proc/<pid>/mountinfo` shows it.
+#[derive(Debug, Default)]
+pub struct Asker {
+    /// Its mount ids: a process with a mount of one of them shares its mount namespace.
+    pub mount_ids: HashSet<u64>,
+    /// The filesystem directories it has mounted, by device and root.
+    pub sees: HashSet<((u32, u32), Vec<u8>)>,
 }
 
 fn scan(
@@ -190,8 +197,7 @@ fn scan(
     candidate: &Candidate<'_>,
     marker: &Path,
     read_only_above: Option<&Path>,
-    not_users: &HashSet<u64>,
-    whole_filesystem: bool,
+    asker: Option<&Asker>,
 ) -> Result<(), Busy> {
     let unknown = |why: String| Busy::Unknown(why);
     if !sees_the_node(proc) {
@@ -226,7 +232,9 @@ fn scan(
     let prefix_path = read_only_above
         .and_then(|prefix| path_in_filesystem(&own, prefix.as_os_str().as_encoded_bytes(), dev));
     let mut own_ids: HashSet<u64> = own.iter().map(|m| m.id).collect();
-    own_ids.extend(not_users);
+    if let Some(asker) = asker {
+        own_ids.extend(&asker.mount_ids);
+    }
     let own_pod = own
         .iter()
         .find(|m| m.point == marker.as_os_str().as_encoded_bytes())
@@ -239,13 +247,13 @@ fn scan(
         return Err(unknown("the node's mounts have no root".to_owned()));
     };
     let node_root = (node_root.dev, node_root.root.clone());
-    // A filesystem mounted at the candidate itself is the candidate for the agent (a
-    // prefix that is its own disk, emptied whole): only one inside it uses it.
-    let is_the_candidate =
-        |m: &Mount| whole_filesystem && m.point == host_path && m.dev == dev && m.root == b"/";
+    // The asker's container has that mount too (a prefix that is its own disk, emptied
+    // whole; a bind mount inside the directory that existed when the container started):
+    // its walk meets it and leaves it (see check_for_asker).
+    let asker_sees = |m: &Mount| asker.is_some_and(|a| a.sees.contains(&(m.dev, m.root.clone())));
     if let Some(mount) = node
         .iter()
-        .find(|m| is_at_or_below(&m.point, host_path) && !is_the_candidate(m))
+        .find(|m| is_at_or_below(&m.point, host_path) && !asker_sees(m))
     {
         return Err(Busy::InUse(format!(
             "the node has a filesystem mounted at {} (device {}:{}), inside it",

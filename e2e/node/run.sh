@@ -72,7 +72,10 @@ cluster_start "$NS"
 # --- the node agent --------------------------------------------------------------------
 # The node's scratch prefixes: nothing outside them is ever cleaned. $HOST/protected and
 # the canaries the scenarios plant beside their directories are not among them.
-PREFIXES=("$HOST/seed" "$HOST/sleep70" "$HOST/finished" "$HOST/cleaner/package" "$HOST/no-shell" "$HOST/reaped" "$HOST/allowed")
+# $HOST/os has the RHCOS layout (issue 32): os/mnt -> var/mnt, root's, and a prefix below
+# the link, which the kubelet and the agent follow and nothing else may.
+mkdir -p "$HOST/os/var/mnt/scratch" && ln -s var/mnt "$HOST/os/mnt"
+PREFIXES=("$HOST/seed" "$HOST/sleep70" "$HOST/finished" "$HOST/cleaner/package" "$HOST/no-shell" "$HOST/reaped" "$HOST/allowed" "$HOST/replaced" "$HOST/os/mnt/scratch")
 # A process of the node, as the DaemonSet's container is on a cluster (docs/INSTALL.md,
 # "The node agent"): every injected cleaner asks it whether the directory it opened is
 # the node's, from a real container of the kubelet's (its pod known from its cgroup, its
@@ -111,11 +114,14 @@ source "$HERE/lib/safety.sh"
 source "$HERE/lib/third_review.sh"
 # shellcheck source=lib/deadline.sh
 source "$HERE/lib/deadline.sh"
+# shellcheck source=lib/fourth_review.sh
+source "$HERE/lib/fourth_review.sh"
 
 run_scenarios
 run_safety_scenarios
 run_third_review_scenarios
 run_deadline_scenarios
+run_fourth_review_scenarios
 
 # --- teardown, checked -----------------------------------------------------------------
 suite_teardown_checked

@@ -12,10 +12,10 @@ APISERVER=$(bash e2e/setup.sh) || { echo "$SUITE: setup failed" >&2; exit 1; }
 # The reaper runs each walk as `prestop-clean empty`, found beside its own executable.
 if [[ "${PRESTOP_E2E_RELEASE:-}" == 1 ]]; then
   cargo build --locked --quiet --release --bin prestop-injector --bin prestop-clean || { echo "$SUITE: cargo build failed" >&2; exit 1; }
-  BIN="$ROOT/target/release/prestop-injector"
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/prestop-injector"
 else
   cargo build --locked --quiet --bin prestop-injector --bin prestop-clean || { echo "$SUITE: cargo build failed" >&2; exit 1; }
-  BIN="$ROOT/target/debug/prestop-injector"
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/prestop-injector"
 fi
 
 WORK=$(mktemp -d "/tmp/prestop-$SUITE.XXXXXX")

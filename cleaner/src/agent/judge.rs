@@ -10,7 +10,6 @@
 //! none of the pod's business: a tenant could map another uid's `0700` directory with it
 //! (issue 32, the oracle). That sentence goes to the agent's log, for the operator.
 
-use std::collections::HashSet;
 use std::os::fd::BorrowedFd;
 use std::path::Path;
 
@@ -121,7 +120,13 @@ pub fn judge(
     };
     let (real, prefix) = real_path(host, root, allow).map_err(differs)?;
     on_the_node(host, &real, &pod_st, root).map_err(differs)?;
-    let asker_mounts: HashSet<u64> = asker_mounts.iter().map(|m| m.id).collect();
+    let asker = in_use::Asker {
+        mount_ids: asker_mounts.iter().map(|m| m.id).collect(),
+        sees: asker_mounts
+            .iter()
+            .map(|m| ((m.major, m.minor), m.root.clone()))
+            .collect(),
+    };
     let in_agent = |path: &[u8]| match (node.root_path, path) {
         (b"/", path) => path.to_vec(),
         (root, b"/") => root.to_vec(),
@@ -137,7 +142,7 @@ pub fn judge(
     let prefix = prefix
         .as_deref()
         .map(|prefix| Path::new(std::ffi::OsStr::from_bytes(prefix)));
-    let used = in_use::check_for_asker(&candidate, prefix, &asker_mounts);
+    let used = in_use::check_for_asker(&candidate, prefix, &asker);
     // The scan read paths, not the descriptor: the directory must still be the pod's after
     // it (a rename of it, or of a directory above it, during the scan would have had it
     // look at another path).

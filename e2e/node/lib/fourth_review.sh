@@ -1,0 +1,114 @@
+# The fourth review's node scenarios (issue 31), sourced by e2e/node/run.sh after
+# lib/deadline.sh: what the node, not the pod, knows about who uses a directory.
+
+# A Job of one pod at a time on the fixed directory $2: each pod writes a file named after
+# itself and runs until stopped; its own preStop first waits $3 seconds (the webhook runs
+# the user's handler, then the cleanup), so that a replacement is running by then.
+replaced_job() { # name host-dir wait
+  cat <<EOF2
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  parallelism: 1
+  backoffLimit: 3
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: worker
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "echo checkpoint > /work/\$HOSTNAME; trap 'exit 0' TERM; sleep 100000 & wait"]
+        lifecycle:
+          preStop: {exec: {command: [sh, -c, "sleep $3"]}}
+        volumeMounts: [{name: work, mountPath: /work}]
+      volumes:
+      - name: work
+        hostPath: {path: $2, type: DirectoryOrCreate}
+EOF2
+}
+
+# Finding 1: the pod of a Job is deleted; the Job controller starts its replacement on the
+# same node and directory at once, while the old pod's preStop still runs. The old pod's
+# cleanup asks the node agent, which sees the replacement's container using the directory
+# (by identity, from mountinfo) and answers in-use: nothing is removed.
+replacement_keeps_its_files() {
+  local dir="$HOST/replaced/work" name=replaced
+  kc create -o json -f - <<<"$(replaced_job $name "$dir" 15)"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "the hook runs the user's sleep, then the cleanup of /work" \
+    jqt "$OUT" '.spec.template.spec.containers[0].lifecycle.preStop.exec.command | index("/work") != null'
+  local first second
+  running_pod() { k get pods -l job-name=$name -o json |
+    jq -r '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)][0].metadata.name // empty'; }
+  expect "the first pod runs within 60 s" wait_for 60 eval '[[ -n "$(running_pod)" ]]'
+  first=$(running_pod)
+  local first_uid
+  first_uid=$(k get pod "$first" -o jsonpath='{.metadata.uid}')
+  expect "it wrote its file" wait_for 30 has_file "$dir/$first"
+  kc delete pod "$first" --wait=false
+  expect "deleting the first pod succeeds" test "$STATUS" -eq 0
+  another() { second=$(running_pod); [[ -n "$second" && "$second" != "$first" ]]; }
+  expect "the replacement runs while the first still terminates" wait_for 60 another
+  second=$(running_pod)
+  expect "the replacement wrote its file" wait_for 30 has_file "$dir/$second"
+  expect "the first pod goes away (its preStop and cleanup done)" wait_for 90 eval "! k get pod $first"
+  expect "the replacement's file survives the first pod's cleanup" has_file "$dir/$second"
+  expect "the first pod's cleanup removed nothing at all" has_file "$dir/$first"
+  expect "the agent answered in-use to the first pod" \
+    grep -q "pod $first_uid.*in-use: another container on the node uses" "$WORK/agent.log"
+  expect "naming no pod to it: who uses it is in the agent's log only" \
+    grep -q "in-use: .*\[on the node: pid [0-9]* (" "$WORK/agent.log"
+  kc delete job $name --cascade=background --wait=false
+  expect "the Job's last pod goes away" wait_for 90 no_pods job-name=$name
+  expect "with nobody else on it, the last pod's cleanup empties the directory" dir_empty "$dir"
+}
+
+# Issue 32, finding 1: RHCOS and Fedora CoreOS link /mnt -> var/mnt; an allowed prefix
+# below such a root-owned link is the node's layout. The kubelet follows the link; the
+# agent resolves the prefix by the same rule as the reaper (root's links in directories
+# only root can write) and answers same: the hook empties the directory.
+symlinked_prefix_is_emptied() {
+  local os="$HOST/os" name=behind-link
+  local dir="$os/mnt/scratch/job" real="$os/var/mnt/scratch/job"
+  expect "the layout: $os/mnt -> var/mnt, root's, in a directory only root can write" \
+    test -L "$os/mnt" -a "$(stat -c %U:%a "$os")" = root:755
+  mkdir -p "$real"
+  kc create -f - <<EOF2
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "mkdir -p /data/sub && echo mine > /data/sub/f && echo x > /data/.dot; trap 'exit 0' TERM; sleep 100000 & wait"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - {name: data, hostPath: {path: $dir, type: Directory}}
+EOF2
+  expect "create succeeds" test "$STATUS" -eq 0
+  running() { k get pod $name -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "the pod runs within 60 s" wait_for 60 running
+  expect "it wrote through the link, where the node keeps it" wait_for 30 has_file "$real/sub/f"
+  kc delete pod $name --wait=false
+  expect "the pod goes away" wait_for 90 eval "! k get pod $name"
+  expect "its directory, behind the operator's link, is emptied by its hook" dir_empty "$real"
+  expect "the agent said same for it" grep -q "$dir: same" "$WORK/agent.log"
+}
+
+run_fourth_review_scenarios() {
+  if [[ -z "$CLEANER_BIN" ]]; then
+    skip "a Job's replacement pod keeps its files" "needs the cleaner program and the node agent"
+    return
+  fi
+  scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt): the hook empties it with the agent's same" symlinked_prefix_is_emptied
+  scenario "a Job's pod deleted: its replacement runs on the same directory, and the old pod's cleanup removes nothing (the node agent: in-use)" replacement_keeps_its_files
+}
