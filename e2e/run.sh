@@ -101,7 +101,7 @@ EOF
 # --- scenarios -------------------------------------------------------------------------
 source "$ROOT/e2e/scenarios.sh"
 
-scenario "seed Job: apply --dry-run=server shows the hook, grace, /bin/sh and 3 warnings; nothing stored" seed_dry_run
+scenario "seed Job: apply --dry-run=server shows the hook, grace, /bin/sh and 4 warnings; nothing stored" seed_dry_run
 scenario "seed Job: create stores the hook" seed_create
 scenario "a Pod made from the stored template gets no patch" pod_from_template
 scenario "a bad annotation is denied with the sentence" bad_annotation

@@ -15,11 +15,13 @@ seed_dry_run() {
   expect "command fixed to /bin/sh" jqt "$OUT" "$spec.containers[0].command[0] == \"/bin/sh\""
   expect "status annotation on the template" \
     jqt "$OUT" "$TEMPLATE.metadata.annotations[\"prestop-injector.io/status\"] | fromjson | .containers == [\"busybox\"]"
-  expect "three warnings on stderr" test "$(grep -c '^Warning: ' <<<"$ERR")" -eq 3
+  expect "four warnings on stderr" test "$(grep -c '^Warning: ' <<<"$ERR")" -eq 4
   expect "warning: command and preStop hook now run /bin/sh" has "$ERR" 'has no bash; command and preStop hook now run /bin/sh'
   expect "warning: without the node agent the fixed directory is not cleaned" has "$ERR" \
     '/test-package is not cleaned without the node agent'
   expect "warning: the hook deletes an unmounted path" has "$ERR" '/cadm-package/*, which is on no volume mount'
+  # Issue 31: a deleted pod's replacement may use the fixed directory while it still stops.
+  expect "warning: the replacement pod may share the directory" has "$ERR" "/test-package may be shared by a Job's replacement pod"
   # The README shows the real server's output: its block after "Through a real API server".
   local readme
   readme=$(awk '/^Through a real API server/ { on = 1 } on && /^Warning: / { print; seen = 1 }

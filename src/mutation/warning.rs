@@ -38,36 +38,64 @@ pub const MIN_CITATION: usize = 3;
 /// end is cut: a container's name stays whole, a long path keeps its start and leaf.
 pub const CITATION_WHEN_CUT: usize = 16;
 
+/// The first byte of both marks in UTF-8 (`EE 80 80`, `EE 80 81`): a text without it holds
+/// no mark, which one `memchr` tells.
+const MARK_LEAD: u8 = 0xEE;
+
 /// `value` (a name or path the warning cites) marked so that [`fit`] may shorten it.
+/// One allocation: a `format_args!` value is written straight in, and a value holding no
+/// mark (every real one) is not copied again.
 pub(crate) fn cited(value: impl std::fmt::Display) -> String {
-    use std::fmt::Write as _;
-    let mut text = String::with_capacity(32);
+    use std::fmt::Write;
+    // Room for the marks and most names and paths: one allocation, no growth.
+    let mut text = String::with_capacity(64);
     text.push(OPEN);
     let _ = write!(text, "{value}");
-    // Both marks start with this byte, which no ASCII text has: the common case is one
-    // memchr, not a search for two characters (the core's budget, issue 31).
-    if text.as_bytes()[OPEN.len_utf8()..].contains(&MARK_LEAD) {
-        let value = text.split_off(OPEN.len_utf8());
-        text.push_str(&value.replace([OPEN, CLOSE], "\u{FFFD}"));
+    if text.as_bytes()[OPEN.len_utf8()..].contains(&MARK_LEAD)
+        && text[OPEN.len_utf8()..].contains([OPEN, CLOSE])
+    {
+        text = format!(
+            "{OPEN}{}",
+            text[OPEN.len_utf8()..].replace([OPEN, CLOSE], "\u{FFFD}")
+        );
     }
     text.push(CLOSE);
     text
 }
 
-/// The first byte of [`OPEN`] and [`CLOSE`] in UTF-8 (`EE 80 80`, `EE 80 81`).
-const MARK_LEAD: u8 = 0xEE;
-
-/// `warning` without its marks, and how many characters that leaves.
-fn unmarked(warning: &str) -> (std::borrow::Cow<'_, str>, usize) {
-    if !warning.as_bytes().contains(&MARK_LEAD) {
-        return (warning.into(), warning.chars().count());
+/// `warning` without its marks: one pass over its bytes, eight at a time, for the lead
+/// byte both marks start with (removing both marks with `str::replace` goes char by char).
+fn without_marks(warning: &str) -> String {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let bytes = warning.as_bytes();
+    let mut text = String::with_capacity(warning.len());
+    // `bytes[kept..]` is not yet copied; no lead byte is before `at`.
+    let (mut kept, mut at) = (0, 0);
+    while at < bytes.len() {
+        if let Some(chunk) = bytes.get(at..at + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let word = u64::from_le_bytes(word) ^ (ONES * u64::from(MARK_LEAD));
+            // A byte's high bit for each byte equal to the lead byte.
+            if word.wrapping_sub(ONES) & !word & HIGHS == 0 {
+                at += 8;
+                continue;
+            }
+        }
+        if bytes[at] == MARK_LEAD {
+            let mark = &warning[at..];
+            if mark.starts_with(OPEN) || mark.starts_with(CLOSE) {
+                text.push_str(&warning[kept..at]);
+                kept = at + OPEN.len_utf8();
+                at = kept;
+                continue;
+            }
+        }
+        at += 1;
     }
-    let text: String = warning
-        .chars()
-        .filter(|&c| c != OPEN && c != CLOSE)
-        .collect();
-    let count = text.chars().count();
-    (text.into(), count)
+    text.push_str(&warning[kept..]);
+    text
 }
 
 /// One piece of a warning: its characters, and whether it is a citation.
@@ -95,10 +123,14 @@ fn pieces(warning: &str) -> Vec<Piece> {
 
 /// `warning` without its marks, in at most `max` characters (see the module contract).
 pub(crate) fn fit(warning: &str, max: usize) -> String {
-    // Most warnings fit: drop the marks in one pass, without splitting into pieces.
-    let (text, length) = unmarked(warning);
-    if length <= max {
-        return text.into_owned();
+    // Most warnings fit, and most of those have no more bytes than `max`: as many
+    // characters at most, marks included, so they fit without counting any.
+    if warning.len() <= max {
+        return without_marks(warning);
+    }
+    let marks = warning.chars().filter(|&c| c == OPEN || c == CLOSE).count();
+    if warning.chars().count() - marks <= max {
+        return without_marks(warning);
     }
     let mut pieces = pieces(warning);
     let length = |pieces: &[Piece], cap: usize| -> usize {
@@ -175,6 +207,49 @@ mod tests {
             short.ends_with("aaa/out is in /var/lib/kubelet: keep"),
             "{short}"
         );
+    }
+
+    #[test]
+    fn marks_go_whatever_the_length() {
+        assert_eq!(
+            [OPEN, CLOSE].map(|mark| mark.to_string().as_bytes()[0]),
+            [MARK_LEAD; 2]
+        );
+        let long = "x".repeat(300);
+        for text in ["", "/x", "\u{E0FF}é", long.as_str()] {
+            let warning = format!("{}: {} {}", cited(text), cited(text), "é".repeat(10));
+            let fitted = fit(&warning, 1000);
+            assert_eq!(fitted, format!("{text}: {text} {}", "é".repeat(10)));
+        }
+        // Bytes above `max`, characters within it: still whole.
+        let accented = format!("{} {}", cited("/données"), "é".repeat(100));
+        assert_eq!(fit(&accented, 120), format!("/données {}", "é".repeat(100)));
+    }
+
+    #[test]
+    fn without_marks_removes_exactly_the_marks() {
+        // Other characters whose UTF-8 starts with the lead byte, marks at every offset
+        // of an eight-byte chunk, at the start and the end.
+        let (open, close) = (OPEN.to_string(), CLOSE.to_string());
+        let pieces = [
+            "a", "é", "\u{E0FF}", "\u{E002}", "î", &open, &close, "xyzxyzxy",
+        ];
+        for prefix in 0..9 {
+            for a in pieces {
+                for b in pieces {
+                    for c in pieces {
+                        for d in pieces {
+                            let text = format!("{}{a}{b}{c}{d}", "p".repeat(prefix));
+                            assert_eq!(
+                                without_marks(&text),
+                                text.replace([OPEN, CLOSE], ""),
+                                "{text:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -213,6 +213,16 @@ pub fn status(object: &Value) -> Option<Value> {
     Some(serde_json::from_str(text).expect("status is JSON"))
 }
 
+/// Issue 31: the warning for a Job's fixed directory `path` of `container` with an explicit
+/// cleanup. The Job replaces a deleted pod at once, and the replacement may use the
+/// directory while the old pod still stops (tests/core_overlap.rs).
+pub fn replaced(container: &str, path: &str) -> String {
+    format!(
+        "container {container:?}: {path} may be shared by a Job's replacement pod, started \
+         while the deleted pod still stops; use subPathExpr: $(POD_UID)"
+    )
+}
+
 pub fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }

@@ -104,7 +104,7 @@ pub fn mutate(
                         // The program could not be mounted, or would hide the user's mount.
                         warnings.push(format!(
                             "container {} not cleaned: it mounts {}, where the cleaner program goes",
-                            cited(format!("{name:?}")),
+                            cited(format_args!("{name:?}")),
                             cited(path)
                         ));
                         restore(container, hook.before);
@@ -222,7 +222,7 @@ pub(super) fn warn_about_unmounted_cleanup(
     if let Some(path) = stale {
         warnings.push(format!(
             "container {}: preStop deletes {}, which is on no volume mount",
-            cited(format!("{:?}", name_of(container))),
+            cited(format_args!("{:?}", name_of(container))),
             cited(path)
         ));
     }

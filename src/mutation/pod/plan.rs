@@ -35,7 +35,7 @@ pub(super) fn admit(
         Ok((hook, shell_warnings)) => {
             warnings.push(format!(
                 "container {quoted}: no cleanup sidecar: {refusal}; using an exec preStop",
-                quoted = cited(format!("{name:?}"))
+                quoted = cited(format_args!("{name:?}"))
             ));
             warnings.extend(shell_warnings);
             Plan::Exec(hook)
@@ -45,7 +45,7 @@ pub(super) fn admit(
                 // The exec reason first: it names what the user can act on (another
                 // container, the restart policy); a long sidecar reason may be cut.
                 "container {quoted} not cleaned: {no_exec} (exec), {refusal} (sidecar)",
-                quoted = cited(format!("{name:?}"))
+                quoted = cited(format_args!("{name:?}"))
             ));
             restore.map_or(Plan::Leave, Plan::Restore)
         }
@@ -290,7 +290,7 @@ pub(super) fn plan_container(
             let reason = exec_impossible.unwrap_or_default();
             warnings.push(format!(
                 "container {quoted}: {reason}; the custom command is not injected",
-                quoted = cited(format!("{name:?}"))
+                quoted = cited(format_args!("{name:?}"))
             ));
             return ours.map_or(Plan::Leave, Plan::Restore);
         }
@@ -302,7 +302,7 @@ pub(super) fn plan_container(
             if !only_shared {
                 warnings.push(format!(
                     "container {quoted}: {reason}; cleanup skipped ({why})",
-                    quoted = cited(format!("{name:?}"))
+                    quoted = cited(format_args!("{name:?}"))
                 ));
             } else {
                 warnings.extend(shared_warnings(name, &shared, why));
@@ -313,7 +313,7 @@ pub(super) fn plan_container(
         }
         (Action::Custom(_), true, _) => warnings.push(format!(
             "container {quoted}: a custom command runs as an exec preStop",
-            quoted = cited(format!("{name:?}"))
+            quoted = cited(format_args!("{name:?}"))
         )),
         (_, true, false) if !shared.is_empty() => warnings.extend(shared_warnings(
             name,
@@ -323,7 +323,7 @@ pub(super) fn plan_container(
         (_, true, false) => warnings.push(format!(
             "container {quoted}: {}; using an exec preStop",
             unavailable.unwrap_or_default(),
-            quoted = cited(format!("{name:?}"))
+            quoted = cited(format_args!("{name:?}"))
         )),
         _ => {}
     }
@@ -370,7 +370,7 @@ fn shared_warnings(name: &str, shared: &[(String, Vec<String>)], why: &str) -> V
             // before the container's name, the path or the fix.
             format!(
                 "container {}: {} not cleaned: {} it; use separate subPaths ({})",
-                cited(format!("{name:?}")),
+                cited(format_args!("{name:?}")),
                 cited(path),
                 also_mount(others),
                 cited(why)

@@ -6,6 +6,7 @@ use crate::duration;
 use crate::mutation::field::Field;
 use crate::mutation::Endpoint;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 pub const PREFIX: &str = "prestop-injector.io/";
 pub const CLEANUP: &str = "prestop-injector.io/cleanup";
@@ -72,9 +73,23 @@ pub struct Settings {
     pub fix_shell: bool,
     pub mode: Mode,
     pub ttl_after_finished: Option<u64>,
-    /// Why the object's pods may share a host directory (`a Deployment`, …), when an
-    /// explicit cleanup proceeds anyway: each target without a per-pod directory warns.
-    pub shared_by: Option<String>,
+    /// Why the object's pods may share a host directory (`pods of a Deployment`, a Job's
+    /// replacement pod, …), when an explicit cleanup proceeds anyway: each target without
+    /// a per-pod directory warns (`targets::sharing`).
+    pub shared_by: Option<SharedBy>,
+}
+
+/// Who else may use a host directory of the object's pods, and what gives each pod its
+/// own; written by `targets::sharing::shared_by`, read by its `warn_shared`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedBy {
+    /// The end of "/data may be shared by …": `pods of a Deployment with 3 replicas`.
+    pub who: Cow<'static, str>,
+    /// The `subPathExpr` the warning recommends: `$(POD_NAME)` or `$(POD_UID)`.
+    pub fix: &'static str,
+    /// Whether a directory from the pod's name is its own: not where names come back
+    /// (a StatefulSet's `web-0`), where only the uid is.
+    pub name_is_own: bool,
 }
 
 /// The annotations of an object and of its pod template; the template's win.

@@ -55,7 +55,7 @@ pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String>
     if let Some(bad) = &found.unreadable {
         return vec![fit(format!(
             "container {} not cleaned: mountPath {} cannot be normalized",
-            cited(format!("{container:?}")),
+            cited(format_args!("{container:?}")),
             cited(&bad.mount_path)
         ))];
     }
@@ -63,7 +63,7 @@ pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String>
         .skipped
         .iter()
         .map(|(target, refusal)| {
-            let name = cited(format!("{container:?}"));
+            let name = cited(format_args!("{container:?}"));
             fit(match refusal {
                 PathRefusal::NotAllowed { host_path, .. } if refusal.is_unconfigured() => {
                     unconfigured(container, target, host_path)
@@ -98,7 +98,7 @@ fn unconfigured(container: &str, path: &str, host_path: &str) -> String {
     format!(
         "no allowedHostPathPrefixes set, nothing is deleted: container {} {} (host path {}) \
          not cleaned",
-        cited(format!("{container:?}")),
+        cited(format_args!("{container:?}")),
         cited(path),
         cited(host_path)
     )

@@ -10,6 +10,26 @@
 //! an explicit annotation proceeds, with a warning per target of an object whose own pods
 //! may share it and that has no per-pod directory ([`warn_shared`]).
 //!
+//! Pods that overlap in time share too (issue 31, finding 1). A Job's pod that is deleted
+//! (`kubectl delete pod`, preemption, the descheduler) is replaced at once:
+//! `podReplacementPolicy: TerminatingOrFailed` is the default without a
+//! `podFailurePolicy`, and older controllers count a terminating pod as gone. The
+//! replacement may land on the same node and directory while the old pod still stops, and
+//! the old pod's cleanup, run as it stops, empties what the replacement wrote. A CronJob's
+//! runs overlap the same way: `Allow` (the default) starts the next run beside a running
+//! one, `Replace` starts it while the replaced run's pods still stop. So every Job and
+//! CronJob with an explicit cleanup warns for each fixed directory, naming the overlap,
+//! and recommends `$(POD_UID)`; a directory from the pod's name is accepted too, since a
+//! replacement pod and the next run's pods get new names. Decided deliberately:
+//! - `Forbid` keeps a CronJob's runs apart but not a run's pods: its Jobs' pods are
+//!   replaced as any Job's are, so it warns of the replacement pod instead of the runs.
+//!   `Allow` and `Replace` name the runs; their replacement pods need the same fix.
+//! - A bare Pod is never replaced: no warning.
+//! - `podReplacementPolicy: Failed` (replace only a pod that has finished) is not taken
+//!   as proof: where its feature gate is off (1.28's default, an operator's choice until
+//!   it is locked on) the API server drops the field only after admission, so the webhook
+//!   would believe a field the controller never reads.
+//!
 //! Known limit: a Job's `parallelism` may be raised after it was created, and Job
 //! UPDATEs are not reviewed (docs/DESIGN.md#scope); its pods keep the decision recorded at
 //! creation.
@@ -22,20 +42,54 @@ use crate::mutation::containers::app_containers;
 use crate::mutation::field::{At, Field};
 use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::scope::record::controller_of;
-use crate::mutation::scope::settings::{Cleanup, Settings};
+use crate::mutation::scope::settings::{Cleanup, Settings, SharedBy};
 use crate::mutation::targets::{self, HostPath, Open};
 use crate::mutation::warning::cited;
 use serde_json::Value;
+use std::borrow::Cow;
 
-/// What [`shared_by`] says of a StatefulSet, whose pods come back under the same names.
-const STATEFUL_SET: &str = "a StatefulSet";
+/// The fix where pod names come back (a StatefulSet), and where pods overlap in time.
+const POD_UID: &str = "$(POD_UID)";
+/// The fix where pods of one object run side by side under their own names.
+const POD_NAME: &str = "$(POD_NAME)";
 
-/// Why the pods of `object` may share a host directory (`"a Deployment"`), or `None`
-/// when they are its sole users: bare Pods, Jobs and CronJobs with parallelism ≤ 1.
-pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
+/// The overlaps of a Job's and a CronJob's pods at parallelism 1 (see the module doc).
+const JOB_REPLACED: &str = "a Job's replacement pod, started while the deleted pod still stops";
+const CRON_JOB_REPLACED: &str =
+    "a CronJob's replacement pod, started while the deleted pod still stops";
+const CRON_JOB_REPLACE: &str =
+    "a CronJob's next run, started while the replaced run still stops (concurrencyPolicy: Replace)";
+const CRON_JOB_ALLOW: &str = "pods of a CronJob's overlapping runs (concurrencyPolicy: Allow)";
+const CRON_JOB_DEFAULT: &str =
+    "pods of a CronJob's overlapping runs (concurrencyPolicy: Allow, the default)";
+
+/// Pods of the object side by side: each needs a directory of its own name.
+fn side_by_side(who: String) -> SharedBy {
+    SharedBy {
+        who: Cow::Owned(who),
+        fix: POD_NAME,
+        name_is_own: true,
+    }
+}
+
+/// Pods of the object that overlap in time: a replacement pod, the next run. Both come
+/// with new names, so a directory from the name is each pod's own; the uid is recommended,
+/// as everywhere a directory must be provably private.
+fn overlapping(who: &'static str) -> SharedBy {
+    SharedBy {
+        who: Cow::Borrowed(who),
+        fix: POD_UID,
+        name_is_own: true,
+    }
+}
+
+/// Why the pods of `object` may share a host directory (`pods of a Deployment`), or
+/// `None` when they are its sole users: bare Pods, which nothing replaces.
+pub fn shared_by(kind: &str, object: &Value) -> Option<SharedBy> {
     let count = |pointer: &str| object.at(pointer).and_then(Value::as_u64).unwrap_or(1);
     match kind {
-        "Pod" => controller_of(object).map(|(_, owner)| format!("a {owner} controller")),
+        "Pod" => controller_of(object)
+            .map(|(_, owner)| side_by_side(format!("pods of a {owner} controller"))),
         "Job" | "CronJob" => {
             let pointer = if kind == "Job" {
                 "/spec/parallelism"
@@ -43,29 +97,50 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<String> {
                 "/spec/jobTemplate/spec/parallelism"
             };
             let parallelism = count(pointer);
-            (parallelism > 1).then(|| format!("a {kind} with parallelism {parallelism}"))
+            if parallelism > 1 {
+                return Some(side_by_side(format!(
+                    "pods of a {kind} with parallelism {parallelism}"
+                )));
+            }
+            if kind == "Job" {
+                return Some(overlapping(JOB_REPLACED));
+            }
+            let policy = object.at("/spec/concurrencyPolicy").and_then(Value::as_str);
+            Some(overlapping(match policy {
+                Some("Forbid") => CRON_JOB_REPLACED,
+                Some("Replace") => CRON_JOB_REPLACE,
+                Some("Allow") => CRON_JOB_ALLOW,
+                // Unset; the API server refuses any other value (fail closed all the same).
+                _ => CRON_JOB_DEFAULT,
+            }))
         }
         "Deployment" | "ReplicaSet" => {
             let replicas = count("/spec/replicas");
             let rolling = kind == "Deployment"
                 && object.at("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate");
-            Some(match (replicas > 1, rolling) {
-                (true, _) => format!("a {kind} with {replicas} replicas"),
+            Some(side_by_side(match (replicas > 1, rolling) {
+                (true, _) => format!("pods of a {kind} with {replicas} replicas"),
                 // maxSurge starts the new pod before the old one stops, maybe on one node.
-                (false, true) => "a Deployment's rolling update".to_owned(),
-                (false, false) => format!("a {kind}"),
-            })
+                (false, true) => "pods of a Deployment's rolling update".to_owned(),
+                (false, false) => format!("pods of a {kind}"),
+            }))
         }
-        // Every StatefulSet keeps state; a DaemonSet's directory outlives each of its pods.
-        "StatefulSet" => Some(STATEFUL_SET.to_owned()),
-        other => Some(format!("a {other}")),
+        // Every StatefulSet keeps state, and brings `web-0` back under the same name,
+        // expecting its directory: only the pod's uid names a directory of its own there.
+        "StatefulSet" => Some(SharedBy {
+            who: Cow::Borrowed("pods of a StatefulSet"),
+            fix: POD_UID,
+            name_is_own: false,
+        }),
+        // A DaemonSet's directory outlives each of its pods.
+        other => Some(side_by_side(format!("pods of a {other}"))),
     }
 }
 
 /// Remembers, for an explicit cleanup, why the object's pods may share a host directory:
 /// each of its targets without a per-pod directory then warns ([`warn_shared`]). An
 /// implicit `auto` needs no such note: it keeps only private directories ([`keep_private`]).
-pub fn apply(settings: &mut Settings, shared_by: Option<String>) {
+pub fn apply(settings: &mut Settings, shared_by: Option<SharedBy>) {
     let implicit_auto = settings.cleanup == Cleanup::Auto && !settings.cleanup_requested;
     if !implicit_auto {
         settings.shared_by = shared_by;
@@ -90,7 +165,7 @@ pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut
             warnings.push(format!(
                 "container {}: {} not cleaned: host directory may be shared; \
                  use subPathExpr $(POD_UID) or annotate cleanup",
-                cited(format!("{name:?}")),
+                cited(format_args!("{name:?}")),
                 cited(path)
             ));
         }
@@ -109,25 +184,40 @@ pub fn is_private(container: &Value, mount: &Value) -> bool {
 
 /// One warning per explicit target whose directory the object's pods may share, unless
 /// its mount already gives each pod its own directory.
-pub fn warn_shared(container: &Value, paths: &[String], why: &str, warnings: &mut Vec<String>) {
+pub fn warn_shared(
+    container: &Value,
+    paths: &[String],
+    shared: &SharedBy,
+    warnings: &mut Vec<String>,
+) {
     let name = container
         .field("name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let mounts = targets::mounts(container);
-    // A StatefulSet brings `web-0` back under the same name, expecting its directory: only
-    // the pod's uid names a directory of one pod's own there.
-    let (per_pod, fix): (fn(&Value, &Value) -> bool, &str) = if why == STATEFUL_SET {
-        (is_private, "$(POD_UID)")
+    // Only a `subPathExpr` gives a pod a directory of its own: without one, every path
+    // warns and no mount needs reading.
+    let has_expression = container
+        .field("volumeMounts")
+        .and_then(Value::as_array)
+        .is_some_and(|list| list.iter().any(|m| m.field("subPathExpr").is_some()));
+    let mounts = if has_expression {
+        targets::mounts(container)
     } else {
-        (is_per_pod, "$(POD_NAME)")
+        Vec::new()
+    };
+    let per_pod: fn(&Value, &Value) -> bool = if shared.name_is_own {
+        is_per_pod
+    } else {
+        is_private
     };
     for path in paths {
         if !targets::mount_of(&mounts, path).is_some_and(|m| per_pod(container, m.raw)) {
             warnings.push(format!(
-                "container {}: {} may be shared by pods of {why}; use subPathExpr: {fix}",
-                cited(format!("{name:?}")),
-                cited(path)
+                "container {}: {} may be shared by {}; use subPathExpr: {}",
+                cited(format_args!("{name:?}")),
+                cited(path),
+                shared.who,
+                shared.fix
             ));
         }
     }
@@ -222,53 +312,101 @@ mod tests {
     fn who_shares() {
         let cases = [
             ("Pod", json!({}), None),
-            ("Job", json!({"spec": {}}), None),
-            ("Job", json!({"spec": {"parallelism": 1}}), None),
+            ("Job", json!({"spec": {}}), Some((JOB_REPLACED, POD_UID))),
+            (
+                "Job",
+                json!({"spec": {"parallelism": 1}}),
+                Some((JOB_REPLACED, POD_UID)),
+            ),
             (
                 "Job",
                 json!({"spec": {"parallelism": 4}}),
-                Some("a Job with parallelism 4"),
+                Some(("pods of a Job with parallelism 4", POD_NAME)),
             ),
             (
                 "CronJob",
                 json!({"spec": {"jobTemplate": {"spec": {"parallelism": 2}}}}),
-                Some("a CronJob with parallelism 2"),
+                Some(("pods of a CronJob with parallelism 2", POD_NAME)),
             ),
-            ("CronJob", json!({"spec": {}}), None),
+            (
+                "CronJob",
+                json!({"spec": {}}),
+                Some((
+                    "pods of a CronJob's overlapping runs (concurrencyPolicy: Allow, the default)",
+                    POD_UID,
+                )),
+            ),
+            (
+                "CronJob",
+                json!({"spec": {"concurrencyPolicy": "Allow"}}),
+                Some((
+                    "pods of a CronJob's overlapping runs (concurrencyPolicy: Allow)",
+                    POD_UID,
+                )),
+            ),
+            (
+                "CronJob",
+                json!({"spec": {"concurrencyPolicy": "Replace"}}),
+                Some((
+                    "a CronJob's next run, started while the replaced run still stops \
+                     (concurrencyPolicy: Replace)",
+                    POD_UID,
+                )),
+            ),
+            (
+                "CronJob",
+                json!({"spec": {"concurrencyPolicy": "Forbid"}}),
+                Some((CRON_JOB_REPLACED, POD_UID)),
+            ),
             (
                 "Deployment",
                 json!({"spec": {"replicas": 3}}),
-                Some("a Deployment with 3 replicas"),
+                Some(("pods of a Deployment with 3 replicas", POD_NAME)),
             ),
             (
                 "Deployment",
                 json!({"spec": {}}),
-                Some("a Deployment's rolling update"),
+                Some(("pods of a Deployment's rolling update", POD_NAME)),
             ),
             (
                 "Deployment",
                 json!({"spec": {"strategy": {"type": "Recreate"}}}),
-                Some("a Deployment"),
+                Some(("pods of a Deployment", POD_NAME)),
             ),
-            ("ReplicaSet", json!({"spec": {}}), Some("a ReplicaSet")),
+            (
+                "ReplicaSet",
+                json!({"spec": {}}),
+                Some(("pods of a ReplicaSet", POD_NAME)),
+            ),
             (
                 "StatefulSet",
                 json!({"spec": {"replicas": 1}}),
-                Some("a StatefulSet"),
+                Some(("pods of a StatefulSet", POD_UID)),
             ),
-            ("DaemonSet", json!({}), Some("a DaemonSet")),
+            (
+                "DaemonSet",
+                json!({}),
+                Some(("pods of a DaemonSet", POD_NAME)),
+            ),
             (
                 "Pod",
                 json!({"metadata": {"ownerReferences": [{"apiVersion": "apps.kruise.io/v1alpha1",
                 "kind": "CloneSet", "name": "c", "controller": true}]}}),
-                Some("a CloneSet controller"),
+                Some(("pods of a CloneSet controller", POD_NAME)),
             ),
         ];
         for (kind, object, expected) in cases {
+            let shared = shared_by(kind, &object);
             assert_eq!(
-                shared_by(kind, &object).as_deref(),
+                shared.as_ref().map(|s| (s.who.as_ref(), s.fix)),
                 expected,
                 "{kind} {object}"
+            );
+            // Only a StatefulSet's names come back.
+            assert_eq!(
+                shared.is_some_and(|s| !s.name_is_own),
+                kind == "StatefulSet",
+                "{kind}"
             );
         }
     }
