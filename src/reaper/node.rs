@@ -253,16 +253,12 @@ impl Reaper {
     }
 
     fn facts(&self, pod: &Pod) -> Option<PodFacts> {
-        let meta = &pod.metadata;
-        if let (Some((namespace, name)), Some(ns), Some(n)) =
-            (&self.own_pod, &meta.namespace, &meta.name)
-        {
-            if namespace == ns && name == n {
-                return None;
-            }
-        }
-        let value = serde_json::to_value(pod).ok()?;
-        pod_facts_with(&value, &self.config, self.read_only_views_keep)
+        facts_of(
+            pod,
+            &self.config,
+            self.own_pod.as_ref(),
+            self.read_only_views_keep,
+        )
     }
 
     fn report_refusals(&mut self, facts: &PodFacts) {
@@ -395,6 +391,24 @@ pub fn default_cleaner() -> PathBuf {
         .ok()
         .and_then(|exe| Some(exe.parent()?.join(name)))
         .unwrap_or_else(|| PathBuf::from("/usr/local/bin").join(name))
+}
+
+/// What the reaper knows of `pod`, unless it is the reaper's own (which mounts the
+/// prefixes but uses none of them); the main watch and each walk's own watch alike.
+pub(super) fn facts_of(
+    pod: &Pod,
+    config: &Config,
+    own_pod: Option<&(String, String)>,
+    read_only_views_keep: bool,
+) -> Option<PodFacts> {
+    let meta = &pod.metadata;
+    if let (Some((namespace, name)), Some(ns), Some(n)) = (own_pod, &meta.namespace, &meta.name) {
+        if namespace == ns && name == n {
+            return None;
+        }
+    }
+    let value = serde_json::to_value(pod).ok()?;
+    pod_facts_with(&value, config, read_only_views_keep)
 }
 
 fn far_future() -> tokio::time::Instant {

@@ -15,7 +15,6 @@
 //! is stated in docs/REAPER.md#when: one look's interval after the watch delivers the pod.
 
 use crate::config::Config;
-use crate::reaper::derive::pod_facts_with;
 use crate::reaper::ledger::KnownPod;
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
@@ -99,15 +98,11 @@ impl Drop for Arrivals {
 
 /// The pod as the ledger knows pods, unless it is the reaper's own.
 fn known(pod: &Pod, rules: &Rules) -> Option<KnownPod> {
-    let meta = &pod.metadata;
-    if let (Some((namespace, name)), Some(ns), Some(n)) =
-        (&rules.own_pod, &meta.namespace, &meta.name)
-    {
-        if namespace == ns && name == n {
-            return None;
-        }
-    }
-    let value = serde_json::to_value(pod).ok()?;
-    let facts = pod_facts_with(&value, &rules.config, rules.read_only_views_keep)?;
+    let facts = super::facts_of(
+        pod,
+        &rules.config,
+        rules.own_pod.as_ref(),
+        rules.read_only_views_keep,
+    )?;
     Some(KnownPod::of(&facts))
 }
