@@ -26,7 +26,7 @@ bash "$HERE/setup.sh" || { echo "e2e/node: setup failed" >&2; exit 1; }
 BIN=${PRESTOP_E2E_BIN:-}
 if [[ -z "$BIN" ]]; then
   cargo build --locked --quiet --bin prestop-injector || { echo "e2e/node: cargo build failed" >&2; exit 1; }
-  BIN="$ROOT/target/debug/prestop-injector"
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/prestop-injector"
 fi
 # The cleaner program (issue 10) and its image, when the webhook knows `cleaner.image`.
 CLEANER_BIN=${PRESTOP_E2E_CLEANER_BIN:-}
