@@ -1,9 +1,25 @@
-# The fourth review's node scenarios (issue 31), sourced by e2e/node/run.sh after
-# lib/deadline.sh: what the node, not the pod, knows about who uses a directory.
+# The fourth review's node scenarios (issues 31 and 32), sourced by e2e/node/run.sh after
+# lib/deadline.sh: what the node, not the pod, knows about who uses a directory. Uses
+# run.sh's node_agent_start/node_agent_stop, lib/scenarios.sh's helpers (pods_of,
+# no_pods, has_file, dir_empty, events_for) and e2e/lib/cluster.sh's seal_key_file.
+#
+# Each scenario's long-running command sleeps a number of its own (1000021…1000025), so
+# that `pgrep -fx` finds exactly its containers' processes.
 
-# A Job of one pod at a time on the fixed directory $2: each pod writes a file named after
-# itself and runs until stopped; its own preStop first waits $3 seconds (the webhook runs
-# the user's handler, then the cleanup), so that a replacement is running by then.
+# The one Running pod (not terminating) matching a selector, by name; empty if none.
+running_pod_of() { # selector
+  pods_of "$1" | jq -r '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)][0].metadata.name // empty'
+}
+# How many processes run exactly this command line on the node.
+processes() { # command-line
+  pgrep -fxc "$1" 2>/dev/null
+}
+
+# --- issue 31, finding 1: a Job's replacement pod --------------------------------------
+# A Job of one pod at a time on the fixed directory $2, pinned to the node: the seed Job's
+# shape. Each pod writes a file named after itself and runs until stopped; its own preStop
+# first waits $3 seconds (the webhook runs the user's handler, then the cleanup), so that
+# the replacement is running by the time the old pod's cleanup starts.
 replaced_job() { # name host-dir wait
   cat <<EOF2
 apiVersion: batch/v1
@@ -17,11 +33,12 @@ spec:
   template:
     spec:
       restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
       containers:
       - name: worker
         image: busybox:stable
         imagePullPolicy: IfNotPresent
-        command: [sh, -c, "echo checkpoint > /work/\$HOSTNAME; trap 'exit 0' TERM; sleep 100000 & wait"]
+        command: [sh, -c, "echo checkpoint > /work/\$HOSTNAME; trap 'exit 0' TERM; sleep 1000021 & wait"]
         lifecycle:
           preStop: {exec: {command: [sh, -c, "sleep $3"]}}
         volumeMounts: [{name: work, mountPath: /work}]
@@ -31,40 +48,59 @@ spec:
 EOF2
 }
 
-# Finding 1: the pod of a Job is deleted; the Job controller starts its replacement on the
-# same node and directory at once, while the old pod's preStop still runs. The old pod's
-# cleanup asks the node agent, which sees the replacement's container using the directory
-# (by identity, from mountinfo) and answers in-use: nothing is removed.
+# The Job's pod is deleted; the Job controller starts its replacement on the same node
+# and directory at once (1.20 counts a terminating pod as gone), while the old pod's
+# preStop still runs. The old pod's cleanup asks the node agent, which sees the
+# replacement's container reach the directory (by identity, from every process's
+# mountinfo) and answers in-use: nothing is removed. Before the agent's in-use check
+# (main before 599e92c) the old pod's cleanup emptied the directory, the replacement's
+# file with it.
 replacement_keeps_its_files() {
   local dir="$HOST/replaced/work" name=replaced
-  kc create -o json -f - <<<"$(replaced_job $name "$dir" 15)"
+  kc create -o json -f - <<<"$(replaced_job $name "$dir" 20)"
   expect "create succeeds" test "$STATUS" -eq 0
+  expect "the webhook warns that a replacement pod may share the directory" \
+    has "$ERR" "/work may be shared by a Job's replacement pod"
   expect "the hook runs the user's sleep, then the cleanup of /work" \
     jqt "$OUT" '.spec.template.spec.containers[0].lifecycle.preStop.exec.command | index("/work") != null'
-  local first second
-  running_pod() { k get pods -l job-name=$name -o json |
-    jq -r '[.items[] | select(.status.phase == "Running" and .metadata.deletionTimestamp == null)][0].metadata.name // empty'; }
-  expect "the first pod runs within 60 s" wait_for 60 eval '[[ -n "$(running_pod)" ]]'
-  first=$(running_pod)
-  local first_uid
+  local first second first_uid
+  first_running() { [[ -n "$(running_pod_of job-name=$name)" ]]; }
+  expect "the first pod runs within 60 s" wait_for 60 first_running
+  first=$(running_pod_of job-name=$name)
   first_uid=$(k get pod "$first" -o jsonpath='{.metadata.uid}')
   expect "it wrote its file" wait_for 30 has_file "$dir/$first"
   kc delete pod "$first" --wait=false
   expect "deleting the first pod succeeds" test "$STATUS" -eq 0
-  another() { second=$(running_pod); [[ -n "$second" && "$second" != "$first" ]]; }
+  another() { second=$(running_pod_of job-name=$name); [[ -n "$second" && "$second" != "$first" ]]; }
   expect "the replacement runs while the first still terminates" wait_for 60 another
-  second=$(running_pod)
+  second=$(running_pod_of job-name=$name)
   expect "the replacement wrote its file" wait_for 30 has_file "$dir/$second"
+  expect "the first pod still terminates then (its user's sleep 20 runs)" \
+    eval "k get pod $first -o json | jq -e '.metadata.deletionTimestamp != null' >/dev/null"
   expect "the first pod goes away (its preStop and cleanup done)" wait_for 90 eval "! k get pod $first"
   expect "the replacement's file survives the first pod's cleanup" has_file "$dir/$second"
   expect "the first pod's cleanup removed nothing at all" has_file "$dir/$first"
-  expect "the agent answered in-use to the first pod" \
-    grep -q "pod $first_uid.*in-use: another container on the node uses" "$WORK/agent.log"
+  local answer
+  answer=$(grep -F "pod $first_uid" "$WORK/agent.log" | grep -m1 'in-use: ')
+  log "replacement: the agent to the first pod: ${answer:-(no in-use line)}"
+  expect "the agent answered in-use to the first pod ($first_uid)" \
+    has "$answer" "in-use: another container on the node uses"
   expect "naming no pod to it: who uses it is in the agent's log only" \
     grep -q "in-use: .*\[on the node: pid [0-9]* (" "$WORK/agent.log"
+  local events
+  events=$(events_for "$first")
+  log "replacement: $(grep -m1 FailedPreStopHook <<<"$events" | head -c 900)"
+  expect "the kubelet recorded the first pod's hook failing (FailedPreStopHook)" \
+    has "$events" 'FailedPreStopHook'
+  expect "with the agent's sentence: another container on the node uses it" \
+    has "$events" 'another container on the node uses'
   kc delete job $name --cascade=background --wait=false
+  expect "the Job deletes" test "$STATUS" -eq 0
   expect "the Job's last pod goes away" wait_for 90 no_pods job-name=$name
+  expect "the Job is gone" wait_for 30 eval "! k get job $name"
+  expect "none of its containers is left on the node" test "$(processes 'sleep 1000021')" -eq 0
   expect "with nobody else on it, the last pod's cleanup empties the directory" dir_empty "$dir"
+  expect "and the agent said same to it" grep -q "$dir: same" "$WORK/agent.log"
 }
 
 # Issue 32, finding 1: RHCOS and Fedora CoreOS link /mnt -> var/mnt; an allowed prefix
@@ -106,9 +142,9 @@ EOF2
 
 run_fourth_review_scenarios() {
   if [[ -z "$CLEANER_BIN" ]]; then
-    skip "a Job's replacement pod keeps its files" "needs the cleaner program and the node agent"
+    skip "the fourth review's node scenarios" "need the cleaner program and the node agent"
     return
   fi
+  scenario "a Job's replacement pod keeps its files when the old pod's cleanup runs (the node agent: in-use)" replacement_keeps_its_files
   scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt): the hook empties it with the agent's same" symlinked_prefix_is_emptied
-  scenario "a Job's pod deleted: its replacement runs on the same directory, and the old pod's cleanup removes nothing (the node agent: in-use)" replacement_keeps_its_files
 }
