@@ -103,6 +103,109 @@ replacement_keeps_its_files() {
   expect "and the agent said same to it" grep -q "$dir: same" "$WORK/agent.log"
 }
 
+# --- issue 31, finding 4: without the agent, a link into a running container's rootfs ---
+# A "model server" keeps its data in its own root filesystem, at a path that repeats the
+# fixed host path of a Job that lands later (the run's temporary root makes that path
+# $HOST/allowed/models; on a real node /data/models). A link planted on the node at that
+# host path leads into the server's live overlay. The kubelet follows it when it mounts
+# the Job's volume; the Job's container then shows, at /data, the overlay's directory
+# $HOST/allowed/models: mountinfo's root equals the host path, which the strict rule alone
+# (main before b5cfa3c) accepted, and the Job's cleanup, as root, emptied the server's data.
+# Without the agent's word the cleaner now cleans only a directory named by its pod's uid.
+model_server_pod() { # name data-dir
+  cat <<EOF2
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+  containers:
+  - name: server
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "mkdir -p $2/sub && echo weights > $2/model.bin && echo index > $2/sub/index; trap 'exit 0' TERM; sleep 1000023 & wait"]
+EOF2
+}
+
+planted_job() { # name host-dir
+  cat <<EOF2
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  parallelism: 1
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+      containers:
+      - name: worker
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "trap 'exit 0' TERM; sleep 1000024 & wait"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes:
+      - name: data
+        hostPath: {path: $2, type: Directory}
+EOF2
+}
+
+link_into_rootfs_is_refused_without_the_agent() {
+  local path="$HOST/allowed/models" server=model-server name=lands-on-link
+  kc create -f - <<<"$(model_server_pod $server "$path")"
+  expect "the model server is created" test "$STATUS" -eq 0
+  server_running() { k get pod $server -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "it runs within 60 s" wait_for 60 server_running
+  local id rootfs
+  id=$(k get pod $server -o json | jq -r '.status.containerStatuses[0].containerID // "" | sub("^containerd://"; "")')
+  rootfs="$NODE/containerd/state/io.containerd.runtime.v2.task/k8s.io/$id/rootfs"
+  expect "its root filesystem is an overlay mounted on the node ($rootfs)" \
+    eval '[[ -n "$id" ]] && mountpoint -q "$rootfs"'
+  expect "it wrote its data there, at $path in its own root" wait_for 30 has_file "$rootfs$path/sub/index"
+  mkdir -p "$(dirname "$path")"
+  ln -s "$rootfs$path" "$path"
+  expect "a link at the fixed host path leads into it" test -f "$path/model.bin"
+
+  # A node without the agent (not installed, not up yet): its socket stays, refusing.
+  node_agent_stop
+  expect "the node agent is stopped, its socket stale" test -S "$AGENT_DIR/agent.sock"
+  kc create -o json -f - <<<"$(planted_job $name "$path")"
+  expect "the Job is created (the spelling is below an allowed prefix)" test "$STATUS" -eq 0
+  expect "its hook cleans /data, expecting host path $path" \
+    jqt "$OUT" ".spec.template.spec.containers[0].lifecycle.preStop.exec.command | (index(\"/data\") != null and index(\"$path\") != null)"
+  local pod uid
+  job_running() { [[ -n "$(running_pod_of job-name=$name)" ]]; }
+  expect "the Job's pod runs within 60 s (the kubelet followed the link)" wait_for 60 job_running
+  pod=$(running_pod_of job-name=$name)
+  uid=$(k get pod "$pod" -o jsonpath='{.metadata.uid}')
+  kc delete job $name --cascade=background --wait=false
+  expect "the Job deletes" test "$STATUS" -eq 0
+  expect "its pod goes away (its cleanup ran)" wait_for 90 no_pods job-name=$name
+  expect "none of its containers is left on the node" test "$(processes 'sleep 1000024')" -eq 0
+  expect "the node agent serves again" node_agent_start
+
+  expect "the model server's data is intact in its root filesystem" has_file "$rootfs$path/model.bin"
+  expect "and its nested file" has_file "$rootfs$path/sub/index"
+  expect "the model server still runs" server_running
+  local events
+  events=$(events_for "$pod")
+  log "planted link: $(grep -m1 FailedPreStopHook <<<"$events" | head -c 900)"
+  expect "the kubelet recorded the hook's refusal (FailedPreStopHook)" has "$events" 'FailedPreStopHook'
+  expect "saying it is not this pod's own directory" has "$events" "is not this pod's own directory"
+  expect "and that the node agent was not reachable" has "$events" 'the node agent was not reachable'
+  expect "no request of that pod reached the agent" eval "! grep -qF 'pod $uid' '$WORK/agent.log'"
+
+  kc delete pod $server --wait=false
+  expect "the model server goes away" wait_for 60 eval "! k get pod $server"
+  expect "none of its containers is left on the node" test "$(processes 'sleep 1000023')" -eq 0
+  rm -f "$path"
+}
+
 # Issue 32, finding 1: RHCOS and Fedora CoreOS link /mnt -> var/mnt; an allowed prefix
 # below such a root-owned link is the node's layout. The kubelet follows the link; the
 # agent resolves the prefix by the same rule as the reaper (root's links in directories
@@ -146,5 +249,6 @@ run_fourth_review_scenarios() {
     return
   fi
   scenario "a Job's replacement pod keeps its files when the old pod's cleanup runs (the node agent: in-use)" replacement_keeps_its_files
+  scenario "a symlink planted at a fixed hostPath into a running container's rootfs is refused without the agent (not this pod's own directory)" link_into_rootfs_is_refused_without_the_agent
   scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt): the hook empties it with the agent's same" symlinked_prefix_is_emptied
 }
