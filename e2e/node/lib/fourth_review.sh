@@ -206,41 +206,60 @@ link_into_rootfs_is_refused_without_the_agent() {
   rm -f "$path"
 }
 
-# Issue 32, finding 1: RHCOS and Fedora CoreOS link /mnt -> var/mnt; an allowed prefix
-# below such a root-owned link is the node's layout. The kubelet follows the link; the
-# agent resolves the prefix by the same rule as the reaper (root's links in directories
-# only root can write) and answers same: the hook empties the directory.
+# --- issue 32, finding 1: a prefix behind a root-owned link ------------------------------
+# RHCOS and Fedora CoreOS link /mnt -> var/mnt; an allowed prefix below such a root-owned
+# link is the node's layout (run.sh: $HOST/os/mnt -> var/mnt, in the root-owned 0755
+# $HOST/os; the prefix $HOST/os/mnt/scratch, spelled through the link, for the agent and
+# the webhook alike). The kubelet follows the link; the agent resolves the prefix by the
+# reaper's rule (root's links in directories only root can write) and answers same: the
+# hook empties the directory. Before the agent resolved prefixes, it refused every hook
+# below such a prefix, and nothing there was cleaned.
+behind_link_job() { # name host-dir
+  cat <<EOF2
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  parallelism: 1
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+      containers:
+      - name: app
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "mkdir -p /data/sub && echo mine > /data/sub/f && echo x > /data/.dot; trap 'exit 0' TERM; sleep 1000022 & wait"]
+        volumeMounts: [{name: data, mountPath: /data}]
+      volumes:
+      - {name: data, hostPath: {path: $2, type: DirectoryOrCreate}}
+EOF2
+}
+
 symlinked_prefix_is_emptied() {
   local os="$HOST/os" name=behind-link
   local dir="$os/mnt/scratch/job" real="$os/var/mnt/scratch/job"
   expect "the layout: $os/mnt -> var/mnt, root's, in a directory only root can write" \
-    test -L "$os/mnt" -a "$(stat -c %U:%a "$os")" = root:755
-  mkdir -p "$real"
-  kc create -f - <<EOF2
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $name
-  annotations: {prestop-injector.io/cleanup: auto}
-spec:
-  restartPolicy: Never
-  containers:
-  - name: app
-    image: busybox:stable
-    imagePullPolicy: IfNotPresent
-    command: [sh, -c, "mkdir -p /data/sub && echo mine > /data/sub/f && echo x > /data/.dot; trap 'exit 0' TERM; sleep 100000 & wait"]
-    volumeMounts: [{name: data, mountPath: /data}]
-  volumes:
-  - {name: data, hostPath: {path: $dir, type: Directory}}
-EOF2
+    test -L "$os/mnt" -a "$(stat -c %U "$os/mnt")" = root -a "$(stat -c %U:%a "$os")" = root:755
+  kc create -f - <<<"$(behind_link_job $name "$dir")"
   expect "create succeeds" test "$STATUS" -eq 0
-  running() { k get pod $name -o json | jq -e '.status.phase == "Running"' >/dev/null; }
-  expect "the pod runs within 60 s" wait_for 60 running
+  local pod
+  job_running() { [[ -n "$(running_pod_of job-name=$name)" ]]; }
+  expect "the Job's pod runs within 60 s" wait_for 60 job_running
+  pod=$(running_pod_of job-name=$name)
   expect "it wrote through the link, where the node keeps it" wait_for 30 has_file "$real/sub/f"
-  kc delete pod $name --wait=false
-  expect "the pod goes away" wait_for 90 eval "! k get pod $name"
+  kc delete job $name --cascade=background --wait=false
+  expect "the Job deletes" test "$STATUS" -eq 0
+  expect "its pod goes away" wait_for 90 no_pods job-name=$name
+  expect "none of its containers is left on the node" test "$(processes 'sleep 1000022')" -eq 0
   expect "its directory, behind the operator's link, is emptied by its hook" dir_empty "$real"
+  expect "the directory itself stays" test -d "$real"
+  log "behind a link: the agent: $(grep -F "$dir" "$WORK/agent.log" | tail -n 1)"
   expect "the agent said same for it" grep -q "$dir: same" "$WORK/agent.log"
+  expect "no FailedPreStopHook event" lacks "$(events_for "$pod")" 'FailedPreStopHook'
 }
 
 run_fourth_review_scenarios() {
@@ -250,5 +269,5 @@ run_fourth_review_scenarios() {
   fi
   scenario "a Job's replacement pod keeps its files when the old pod's cleanup runs (the node agent: in-use)" replacement_keeps_its_files
   scenario "a symlink planted at a fixed hostPath into a running container's rootfs is refused without the agent (not this pod's own directory)" link_into_rootfs_is_refused_without_the_agent
-  scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt): the hook empties it with the agent's same" symlinked_prefix_is_emptied
+  scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt) is emptied by the hook with the agent's same" symlinked_prefix_is_emptied
 }
