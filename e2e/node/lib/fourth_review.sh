@@ -262,6 +262,110 @@ symlinked_prefix_is_emptied() {
   expect "no FailedPreStopHook event" lacks "$(events_for "$pod")" 'FailedPreStopHook'
 }
 
+# --- issue 32, finding 2: sibling pods of one Job are reaped one by one -----------------
+# The recommended layout: hostPath $HOST/reaped/jobs + subPathExpr $(POD_UID). Every pod
+# of the Job declares the parent; before the reaper read each mount's subPath (main
+# before 0775e43) a running sibling was a user of the parent, so a force-deleted pod's
+# directory waited for the last sibling. Now a pod uses what its containers reach. The
+# pods' own preStop (`sleep 60` first) is cut off by the force delete's 2 s, so the files
+# stay for the reaper. The Job is deleted first, orphaning its pods, so that no
+# replacement pod joins in.
+sibling_job() { # name prefix
+  cat <<EOF2
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: /scratch}
+spec:
+  parallelism: 2
+  backoffLimit: 6
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+      terminationGracePeriodSeconds: 90
+      # The reaper walks with the pod's own user, so it must know it (docs/REAPER.md).
+      securityContext: {runAsUser: 0, runAsGroup: 0}
+      containers:
+      - name: worker
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "echo \$POD_UID > /scratch/mine; mkdir -p /scratch/d; echo y > /scratch/d/.hidden; trap 'exit 0' TERM; sleep 1000025 & wait"]
+        env: [{name: POD_UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}]
+        lifecycle: {preStop: {exec: {command: [sleep, "60"]}}}
+        volumeMounts: [{name: scratch, mountPath: /scratch, subPathExpr: "\$(POD_UID)"}]
+      volumes:
+      - {name: scratch, hostPath: {path: $2, type: DirectoryOrCreate}}
+EOF2
+}
+
+siblings_are_reaped_one_by_one() {
+  local jobs="$HOST/reaped/jobs" name=siblings port pid config="$WORK/reaper-siblings-config.yaml"
+  local log="$WORK/reaper-siblings.log" state="$WORK/reaper-siblings/state.json"
+  mkdir -p "$HOST/reaped"
+  echo "allowedHostPathPrefixes: [$HOST/reaped]" >"$config"
+  port=$(free_port)
+  seal_key_file
+  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$state" \
+    --seal-key-file "$SEAL_KEY_FILE" --node-root / --cleaner "$CLEANER_BIN" \
+    --delay 5s --metrics-listen "127.0.0.1:$port" >"$log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  reaper_ready() { curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; }
+  expect "the reaper is ready" wait_for 30 reaper_ready
+
+  kc create -o json -f - <<<"$(sibling_job $name "$jobs")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "no warning that its pods share the directory (each has its own)" lacks "$ERR" 'may be shared'
+  expect "the hook expects each pod's own directory" \
+    jqt "$OUT" ".spec.template.spec.containers[0].lifecycle.preStop.exec.command | index(\"$jobs/\$(POD_UID)\") != null"
+  two_running() {
+    pods_of job-name=$name | jq -e '[.items[] | select(.status.phase == "Running")] | length == 2' >/dev/null
+  }
+  expect "its two pods run within 60 s" wait_for 60 two_running
+  local first second
+  first=$(pods_of job-name=$name | jq -r '.items[0].metadata.uid')
+  second=$(pods_of job-name=$name | jq -r '.items[1].metadata.uid')
+  local one="$jobs/$first" two="$jobs/$second"
+  expect "each wrote to its own directory" wait_for 30 eval 'has_file "$one/d/.hidden" && has_file "$two/d/.hidden"'
+  recorded() { grep -qF "\"$one\"" "$state" 2>/dev/null && grep -qF "\"$two\"" "$state"; }
+  expect "the reaper recorded both directories" wait_for 30 recorded
+  kc delete job $name --cascade=orphan --wait=false
+  expect "the Job is deleted, orphaning its pods (no replacement joins)" wait_for 30 eval "! k get job $name"
+
+  local t0
+  t0=$(date +%s)
+  kc get pods -l job-name=$name -o json
+  local first_name second_name
+  first_name=$(jq -r --arg u "$first" '.items[] | select(.metadata.uid == $u) | .metadata.name' <<<"$OUT")
+  second_name=$(jq -r --arg u "$second" '.items[] | select(.metadata.uid == $u) | .metadata.name' <<<"$OUT")
+  kc delete pod "$first_name" --grace-period=0 --force --wait=false
+  expect "the first pod is force-deleted" test "$STATUS" -eq 0
+  one_left() { [[ "$(processes 'sleep 1000025')" == 1 ]]; }
+  expect "the kubelet stops its container, the sibling's runs on" wait_for 60 one_left
+  expect "its preStop did not clean (cut off in its sleep 60)" has_file "$one/mine"
+  expect "the reaper empties its directory while the sibling runs" wait_for 60 dir_empty "$one"
+  log "siblings: first directory emptied $(($(date +%s) - t0)) s after its force delete: $(grep -F "emptied $one" "$log" | tail -n 1)"
+  expect "it logged the walk" grep -q "emptied $one: " "$log"
+  expect "the sibling still runs" eval "k get pod $second_name -o json | jq -e '.status.phase == \"Running\" and .metadata.deletionTimestamp == null' >/dev/null"
+  expect "and its directory keeps its files" has_file "$two/d/.hidden"
+
+  t0=$(date +%s)
+  kc delete pod "$second_name" --grace-period=0 --force --wait=false
+  expect "then the sibling is force-deleted" test "$STATUS" -eq 0
+  none_left() { [[ "$(processes 'sleep 1000025')" == 0 ]]; }
+  expect "the kubelet stops its container" wait_for 60 none_left
+  expect "its preStop did not clean either" has_file "$two/mine"
+  expect "the reaper empties its directory too" wait_for 60 dir_empty "$two"
+  log "siblings: second directory emptied $(($(date +%s) - t0)) s after its force delete"
+  expect "it logged that walk" grep -q "emptied $two: " "$log"
+  expect "both pods are gone" wait_for 60 no_pods job-name=$name
+  expect "the parent directory stays" test -d "$jobs"
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+
 run_fourth_review_scenarios() {
   if [[ -z "$CLEANER_BIN" ]]; then
     skip "the fourth review's node scenarios" "need the cleaner program and the node agent"
@@ -270,4 +374,5 @@ run_fourth_review_scenarios() {
   scenario "a Job's replacement pod keeps its files when the old pod's cleanup runs (the node agent: in-use)" replacement_keeps_its_files
   scenario "a symlink planted at a fixed hostPath into a running container's rootfs is refused without the agent (not this pod's own directory)" link_into_rootfs_is_refused_without_the_agent
   scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt) is emptied by the hook with the agent's same" symlinked_prefix_is_emptied
+  scenario "sibling pods of one Job (subPathExpr \$(POD_UID)) are reaped one by one, each while the other runs" siblings_are_reaped_one_by_one
 }
