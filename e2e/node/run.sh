@@ -26,7 +26,7 @@ bash "$HERE/setup.sh" || { echo "e2e/node: setup failed" >&2; exit 1; }
 BIN=${PRESTOP_E2E_BIN:-}
 if [[ -z "$BIN" ]]; then
   cargo build --locked --quiet --bin prestop-injector || { echo "e2e/node: cargo build failed" >&2; exit 1; }
-  BIN="$ROOT/target/debug/prestop-injector"
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/prestop-injector"
 fi
 # The cleaner program (issue 10) and its image, when the webhook knows `cleaner.image`.
 CLEANER_BIN=${PRESTOP_E2E_CLEANER_BIN:-}
@@ -81,11 +81,29 @@ PREFIXES=("$HOST/seed" "$HOST/sleep70" "$HOST/finished" "$HOST/cleaner/package" 
 # the node's, from a real container of the kubelet's (its pod known from its cgroup, its
 # descriptor's filesystem from its own mount table).
 AGENT_DIR="$WORK/agent"
-if [[ -n "$CLEANER_BIN" ]]; then
+AGENT_PID=
+# Starts the agent, or starts it again (lib/fourth_review.sh stops it for a scenario
+# without it), appending to its log; true once it says it serves.
+node_agent_start() {
+  local before
+  before=$(grep -c 'node-agent: serving ' "$WORK/agent.log" 2>/dev/null)
   "$CLEANER_BIN" node-agent --host-root / --socket "$AGENT_DIR/agent.sock" \
     $(printf -- '--allow %s ' "${PREFIXES[@]}") >>"$WORK/agent.log" 2>&1 &
-  PIDS+=("$!")
-  wait_for 10 grep -q serving "$WORK/agent.log" || { log "the node agent did not start"; cat "$WORK/agent.log" >&2; exit 1; }
+  AGENT_PID=$!
+  PIDS+=("$AGENT_PID")
+  serving() { (($(grep -c 'node-agent: serving ' "$WORK/agent.log") > ${before:-0})); }
+  wait_for 10 serving
+}
+# Stops it as a node without it would be: its socket stays, stale, and refuses connections.
+node_agent_stop() {
+  local pid=$AGENT_PID i
+  kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  for i in "${!PIDS[@]}"; do [[ "${PIDS[i]}" == "$pid" ]] && unset 'PIDS[i]'; done
+  PIDS=("${PIDS[@]}")
+  AGENT_PID=
+}
+if [[ -n "$CLEANER_BIN" ]]; then
+  node_agent_start || { log "the node agent did not start"; cat "$WORK/agent.log" >&2; exit 1; }
 fi
 
 # --- the webhook -----------------------------------------------------------------------
