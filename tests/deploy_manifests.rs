@@ -57,7 +57,7 @@ fn the_cleaner_image_is_the_deployments_image() {
     );
     assert!(config.warnings().is_empty(), "{:?}", config.warnings());
     assert_eq!(
-        read("deployment.yaml")["spec"]["template"]["spec"]["containers"][0]["image"],
+        read("webhook/deployment.yaml")["spec"]["template"]["spec"]["containers"][0]["image"],
         "prestop-injector",
         "the Deployment's image is the one kustomize rewrites"
     );
