@@ -96,8 +96,9 @@ data:
   tls.key: $(b64 "$tls/tls.key")
 YAML
 
-# The seal key for the webhook, and the reaper's copy in its own namespace (a Component:
-# the namespace prestop-reaper exists only with the reaper).
+# The seal key for the webhook, and the reaper's copy in the node's namespace
+# prestop-node, where the reaper's container runs (a Component, added with the reaper
+# only: the node agent alone needs no key).
 seal_secret() { # name namespace
   cat <<YAML
 apiVersion: v1
@@ -114,7 +115,7 @@ YAML
 }
 seal_secret prestop-injector-seal "$namespace" >"$dir/seal-secret.yaml"
 mkdir -p "$out/reaper-seal"
-seal_secret prestop-reaper-seal prestop-reaper >"$out/reaper-seal/secret.yaml"
+seal_secret prestop-reaper-seal prestop-node >"$out/reaper-seal/secret.yaml"
 cat >"$out/reaper-seal/kustomization.yaml" <<YAML
 # Written by certs/generate.sh: the node reaper's copy of the seal key. Add it beside
 # deploy/components/reaper (docs/INSTALL.md "The node reaper (optional)").

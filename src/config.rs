@@ -63,10 +63,12 @@ pub struct Config {
     /// commands. Empty: the webhook seals nothing, and the reaper empties nothing.
     #[serde(skip)]
     pub seal: SealKeys,
-    /// `nodeAgent`: the node agent runs on the nodes (the reaper DaemonSet's `node-agent`
-    /// container), and every cleaner program is given its socket, to ask whether the
-    /// directory it opened is the node's directory at the expected host path. `None`, the
-    /// default: nothing of it is injected, and the cleaner keeps the strict rule.
+    /// `nodeAgent`: the node agent runs on the nodes (the `node-agent` container of the
+    /// node DaemonSet that every install ships, deploy/base/node), and every cleaner
+    /// program is given its socket, to ask whether the directory it opened is the node's
+    /// directory at the expected host path. `None`, the default of a file without the key
+    /// (the shipped configs set it): nothing of it is injected, and the cleaner keeps the
+    /// strict rule.
     pub node_agent: Option<NodeAgentConfig>,
 }
 

@@ -12,8 +12,9 @@ mod common;
 use chart::{one, render};
 use serde_json::{json, Value};
 
-/// Value sets that between them switch every template on: the default install, the
-/// other mode with cert-manager, the reaper and the monitoring objects, and overrides.
+/// Value sets that between them switch every template on: the default install (with the
+/// node agent), the other mode with cert-manager, the reaper and the monitoring objects,
+/// and overrides (the node agent off).
 const VALUE_SETS: [&[&str]; 3] = [
     &[],
     &[
@@ -28,6 +29,9 @@ const VALUE_SETS: [&[&str]; 3] = [
         "--set=dashboards.enabled=true",
         "--set=priorityClassName=high",
         "--set=podDisruptionBudget.minAvailable=50%",
+        "--set=nodeDaemonSet.nodeSelector.pool=batch",
+        "--set=nodeDaemonSet.priorityClassName=batch-node",
+        "--set=nodeDaemonSet.namespace.name=prestop-nodes",
     ],
     &[
         "--set=image.repository=registry.example.com/prestop",
@@ -39,6 +43,7 @@ const VALUE_SETS: [&[&str]; 3] = [
         "--set=podDisruptionBudget.enabled=false",
         "--set=nodeSelector.pool=system",
         "--set=certificates.rotation=2",
+        "--set=nodeAgent.enabled=false",
     ],
 ];
 
@@ -83,7 +88,7 @@ fn chart_schema_rejects_bad_values() {
     let Some(helm) = common::helm() else {
         return;
     };
-    let cases: [(&str, &str); 19] = [
+    let cases: [(&str, &str); 20] = [
         ("mode=everywhere", "/mode"),
         (
             "config.allowedHostPathPrefixes={mnt/scratch}",
@@ -111,18 +116,21 @@ fn chart_schema_rejects_bad_values() {
         ("certificates.rotation=true", "/certificates/rotation"),
         ("reapr.enabled=true", "reapr"),
         (
-            "reaper.nodeAgent.hostDirectory=run/agent",
-            "/reaper/nodeAgent/hostDirectory",
+            "nodeAgent.hostDirectory=run/agent",
+            "/nodeAgent/hostDirectory",
         ),
         (
-            "reaper.nodeAgent.hostDirectory=/run/agent/",
-            "/reaper/nodeAgent/hostDirectory",
+            "nodeAgent.hostDirectory=/run/agent/",
+            "/nodeAgent/hostDirectory",
         ),
         (
-            "reaper.nodeAgent.hostDirectory=/run/../agent",
-            "/reaper/nodeAgent/hostDirectory",
+            "nodeAgent.hostDirectory=/run/../agent",
+            "/nodeAgent/hostDirectory",
         ),
-        ("reaper.nodeAgent.hostDir=/run/agent", "hostDir"),
+        ("nodeAgent.hostDir=/run/agent", "hostDir"),
+        // The values that moved to nodeDaemonSet (one pod for the agent and the reaper)
+        // are refused where they were, not ignored.
+        ("reaper.namespace.name=prestop-reaper", "namespace"),
         // Not the schema but the template: the reaper mounts exactly the prefixes.
         ("reaper.enabled=true", "config.allowedHostPathPrefixes"),
     ];
@@ -176,8 +184,9 @@ fn chart_takes_only_prefixes_every_component_reads_alike() {
 
 /// The chart's default render and the kustomize overlay agree on every security-relevant
 /// field (webhooks in full: rules, failurePolicy, matchConditions, namespace exclusions;
-/// the pods' security contexts, arguments, probes, mounts and volumes; RBAC), for both
-/// modes and with the reaper.
+/// the pods' security contexts, arguments, probes, mounts and volumes, the node agent's
+/// included; where the webhook's config sends the cleaners; RBAC), for both modes, with
+/// the reaper, and with the node agent off.
 #[test]
 fn chart_and_kustomize_agree_on_security_fields() {
     let (Some(helm), Some(kubectl)) = (common::helm(), common::kubectl()) else {
@@ -187,16 +196,45 @@ fn chart_and_kustomize_agree_on_security_fields() {
         "--set=reaper.enabled=true",
         "--set=config.allowedHostPathPrefixes={/mnt/scratch}",
     ];
-    let pairs: [(&[&str], &str); 3] = [
-        (&[], "cluster-wide"),
-        (&["--set=mode=namespace-opt-in"], "namespace-opt-in"),
-        (reaper, "cluster-wide-with-reaper"),
+    let without_agent = "resources: [{deploy}/overlays/cluster-wide]\n\
+                         components: [{deploy}/components/without-node-agent]\n";
+    let pairs: [(&[&str], &str, Vec<Value>); 4] = [
+        (
+            &[],
+            "cluster-wide",
+            common::render(&kubectl, "cluster-wide"),
+        ),
+        (
+            &["--set=mode=namespace-opt-in"],
+            "namespace-opt-in",
+            common::render(&kubectl, "namespace-opt-in"),
+        ),
+        (
+            reaper,
+            "cluster-wide-with-reaper",
+            common::render(&kubectl, "cluster-wide-with-reaper"),
+        ),
+        (
+            &["--set=nodeAgent.enabled=false"],
+            "cluster-wide + components/without-node-agent",
+            common::render_kustomization(&kubectl, without_agent),
+        ),
     ];
-    for (values, overlay) in pairs {
-        let from_chart = chart::security_view(&render(&helm, values));
-        let from_kustomize = chart::security_view(&common::render(&kubectl, overlay));
-        if let Some(difference) = chart::first_difference(overlay, &from_chart, &from_kustomize) {
-            panic!("chart {values:?} and deploy/overlays/{overlay} differ at {difference}");
+    for (values, install, objects) in pairs {
+        let mut from_chart = chart::security_view(&render(&helm, values));
+        let mut from_kustomize = chart::security_view(&objects);
+        if install == "cluster-wide-with-reaper" {
+            // The one input the two cannot share: the chart's reaper needs the webhook's
+            // prefixes, which the agent's --allow follows; the overlay's webhook ships with
+            // none (only the reaper's dry-run config names /mnt/scratch), so its agent has
+            // no --allow. tests/deploy_node_agent.rs checks --allow against the webhook's
+            // prefixes in both.
+            for view in [&mut from_chart, &mut from_kustomize] {
+                chart::drop_node_agent_allow(view);
+            }
+        }
+        if let Some(difference) = chart::first_difference(install, &from_chart, &from_kustomize) {
+            panic!("chart {values:?} and {install} differ at {difference}");
         }
     }
 }
@@ -213,6 +251,9 @@ fn chart_security_view_sees_a_widening() {
         "webhook.failurePolicy=Ignore",
         "webhook.excludedNamespaces={team-a}",
         "mode=namespace-opt-in",
+        "nodeAgent.enabled=false",
+        "nodeAgent.hostDirectory=/var/run/elsewhere",
+        "nodeDaemonSet.tolerations=null",
     ] {
         let view = chart::security_view(&render(&helm, &["--set", value]));
         assert!(
@@ -433,7 +474,7 @@ fn chart_seal_key_is_one_key_for_the_webhook_and_the_reaper() {
     let webhook = common::find(&objects, "Secret", "prestop-injector-seal");
     let reaper = common::find(&objects, "Secret", "prestop-injector-reaper-seal");
     assert_eq!(webhook["metadata"]["namespace"], chart::NAMESPACE);
-    assert_eq!(reaper["metadata"]["namespace"], "prestop-reaper");
+    assert_eq!(reaper["metadata"]["namespace"], "prestop-node");
     assert_eq!(webhook["data"], reaper["data"], "one key");
     let key = base64::engine::general_purpose::STANDARD
         .decode(webhook["data"]["seal.key"].as_str().unwrap())
@@ -455,7 +496,7 @@ fn chart_seal_key_is_one_key_for_the_webhook_and_the_reaper() {
         ),
         (
             "DaemonSet",
-            "prestop-injector-reaper",
+            "prestop-injector-node",
             "prestop-injector-reaper-seal",
             "--seal-key-file=",
         ),
@@ -489,88 +530,76 @@ fn chart_seal_key_is_one_key_for_the_webhook_and_the_reaper() {
     }
 }
 
-/// With the reaper, the node agent runs beside it and the webhook's config names its
-/// socket's directory (the same value, so they cannot drift); `reaper.nodeAgent.enabled:
-/// false` takes both out, and so does a release without the reaper.
+/// The node agent and the webhook's config follow one value, `nodeAgent.hostDirectory`
+/// (so they cannot drift), with the reaper or without it; its `--allow` are the webhook's
+/// own prefixes, after its other flags (where kustomize's documented patch appends them).
+/// Turning it off: tests/deploy_node_agent.rs.
 #[test]
 fn chart_node_agent_and_the_webhook_config_follow_one_value() {
     let Some(helm) = common::helm() else {
         return;
     };
-    let reaper = [
-        "--set=reaper.enabled=true",
-        "--set=config.allowedHostPathPrefixes={/mnt/scratch,/data/tmp}",
-    ];
     let config_of = |objects: &[Value]| {
-        let text = chart::of_kind(objects, "ConfigMap")
-            .into_iter()
-            .find(|c| c["metadata"]["name"] == "prestop-injector-config")
-            .expect("the webhook's config")["data"]["config.yaml"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let text = serde_yaml::to_string(&chart::webhook_config(objects)).unwrap();
         prestop_injector::config::Config::from_yaml(&text).expect("config loads")
     };
-    for (extra, directory) in [
-        (None, Some("/var/run/prestop-injector")),
+    let prefixes = "--set=config.allowedHostPathPrefixes={/mnt/scratch,/data/tmp}";
+    for (values, directory, allow) in [
+        (&[][..], "/var/run/prestop-injector", &[][..]),
         (
-            Some("--set=reaper.nodeAgent.hostDirectory=/run/prestop-agent"),
-            Some("/run/prestop-agent"),
+            &[prefixes][..],
+            "/var/run/prestop-injector",
+            &["/mnt/scratch", "/data/tmp"][..],
         ),
-        (Some("--set=reaper.nodeAgent.enabled=false"), None),
+        (
+            &[prefixes, "--set=reaper.enabled=true"][..],
+            "/var/run/prestop-injector",
+            &["/mnt/scratch", "/data/tmp"][..],
+        ),
+        (
+            &["--set=nodeAgent.hostDirectory=/run/prestop-agent"][..],
+            "/run/prestop-agent",
+            &[][..],
+        ),
     ] {
-        let mut args = reaper.to_vec();
-        args.extend(extra);
-        let objects = render(&helm, &args);
+        let objects = render(&helm, values);
         let config = config_of(&objects);
         assert_eq!(
             config.node_agent.map(|a| a.host_directory).as_deref(),
-            directory,
-            "{args:?}"
+            Some(directory),
+            "{values:?}"
         );
         let pod = &one(&objects, "DaemonSet")["spec"]["template"]["spec"];
         let agent = pod["containers"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|c| c["name"] == "node-agent");
+            .find(|c| c["name"] == "node-agent")
+            .expect("the node agent");
+        let mut command = vec![
+            "/usr/local/bin/prestop-clean",
+            "node-agent",
+            "--host-root",
+            "/node",
+            "--socket",
+            "/run/prestop-injector/agent.sock",
+            "--metrics-listen",
+            "0.0.0.0:9103",
+        ];
+        for prefix in allow {
+            command.extend(["--allow", prefix]);
+        }
+        assert_eq!(agent["command"], json!(command), "{values:?}");
         let socket = pod["volumes"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|v| v["name"] == "node-agent-socket");
-        let Some(directory) = directory else {
-            assert!(agent.is_none() && socket.is_none(), "{args:?}");
-            continue;
-        };
-        let agent = agent.expect("the node agent");
+            .find(|v| v["name"] == "node-agent-socket")
+            .expect("the socket's volume");
         assert_eq!(
-            agent["command"],
-            json!([
-                "/usr/local/bin/prestop-clean",
-                "node-agent",
-                "--host-root",
-                "/node",
-                "--socket",
-                "/run/prestop-injector/agent.sock",
-                "--allow",
-                "/mnt/scratch",
-                "--allow",
-                "/data/tmp",
-                "--metrics-listen",
-                "0.0.0.0:9103"
-            ])
-        );
-        assert_eq!(
-            socket.expect("the socket's volume")["hostPath"],
-            json!({"path": directory, "type": "DirectoryOrCreate"})
+            socket["hostPath"],
+            json!({"path": directory, "type": "DirectoryOrCreate"}),
+            "{values:?}"
         );
     }
-    // Without the reaper, no node agent and nothing in the webhook's config.
-    let objects = render(
-        &helm,
-        &["--set=config.allowedHostPathPrefixes={/mnt/scratch}"],
-    );
-    assert_eq!(config_of(&objects).node_agent, None);
-    assert!(chart::of_kind(&objects, "DaemonSet").is_empty());
 }

@@ -106,7 +106,7 @@ fn the_binaries_come_from_the_builder_or_prebuilt_files_chosen_by_one_argument()
 fn the_image_user_is_the_deployments_numeric_uid_and_gid() {
     let stage = runtime_stage();
     assert!(stage.contains(&"USER 65532:65532".to_string()), "{stage:?}");
-    let text = std::fs::read_to_string(root().join("deploy/base/deployment.yaml")).unwrap();
+    let text = std::fs::read_to_string(root().join("deploy/base/webhook/deployment.yaml")).unwrap();
     let deployment: serde_json::Value = serde_yaml::from_str(&text).unwrap();
     let pod = &deployment["spec"]["template"]["spec"]["securityContext"];
     assert_eq!(pod["runAsUser"], 65532);

@@ -57,7 +57,7 @@ fn the_cleaner_image_is_the_deployments_image() {
     );
     assert!(config.warnings().is_empty(), "{:?}", config.warnings());
     assert_eq!(
-        read("deployment.yaml")["spec"]["template"]["spec"]["containers"][0]["image"],
+        read("webhook/deployment.yaml")["spec"]["template"]["spec"]["containers"][0]["image"],
         "prestop-injector",
         "the Deployment's image is the one kustomize rewrites"
     );
@@ -334,7 +334,7 @@ fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
     );
 
     // With the reaper: the lines the generated kustomization names, uncommented, add the
-    // reaper and its copy of the same key in its own namespace.
+    // reaper and its copy of the same key in the node's namespace, where its pod is.
     let dir = out.path().join("namespace-opt-in");
     let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
     let with_reaper = text
@@ -348,9 +348,10 @@ fn generate_script_installs_an_overlay_with_secret_and_ca_bundle() {
     let objects = common::render_dir(&kubectl, &dir);
     common::validate(&validator, "generated with the reaper", &objects);
     let copy = find(&objects, "Secret", "prestop-reaper-seal");
-    assert_eq!(copy["metadata"]["namespace"], "prestop-reaper");
+    assert_eq!(copy["metadata"]["namespace"], "prestop-node");
     assert_eq!(copy["data"], json!({"seal.key": b64("seal.key")}));
-    let daemonset = find(&objects, "DaemonSet", "prestop-reaper");
+    let daemonset = find(&objects, "DaemonSet", "prestop-node");
+    assert_eq!(daemonset["metadata"]["namespace"], "prestop-node");
     let volumes = daemonset["spec"]["template"]["spec"]["volumes"]
         .as_array()
         .unwrap();

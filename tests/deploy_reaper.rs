@@ -1,8 +1,9 @@
 //! The node reaper's packaging (deploy/components/reaper, docs/DESIGN.md#the-node-reaper): it
-//! renders and validates with every install, starts in --dry-run, mounts exactly the host
-//! directories it may clean, has exactly the API access and the capabilities docs/INSTALL.md lists,
-//! runs the webhook's image, and lives in its own `privileged` namespace, prestop-reaper,
-//! while the webhook's prestop-system stays `restricted`.
+//! renders and validates with every install, joins the node agent's pod (DaemonSet
+//! prestop-node in the `privileged` namespace prestop-node, deploy/base/node) and changes
+//! nothing else of it, starts in --dry-run, mounts exactly the host directories it may
+//! clean, has exactly the API access and the capabilities docs/INSTALL.md lists, and runs
+//! the webhook's image. The node agent's own packaging: tests/deploy_node_agent.rs.
 
 #[path = "support/deploy.rs"]
 mod common;
@@ -11,28 +12,22 @@ use common::find;
 use prestop_injector::config::Config;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 const OVERLAY: &str = "cluster-wide-with-reaper";
 const STATE_DIR: &str = "/var/lib/prestop-injector/reaper";
 const HOST_ROOT: &str = "/host";
 /// Where the node's `/` is mounted, read-only, for resolving pods' host paths.
 const NODE_ROOT: &str = "/node";
-/// The reaper's own namespace (components/reaper/namespace.yaml); the webhook's stays
-/// prestop-system.
-const NAMESPACE: &str = "prestop-reaper";
-/// The node agent's container (it sees the node's `/` at NODE_ROOT too) and its socket's
-/// directory.
+/// The node's namespace and DaemonSet (deploy/base/node), whose pod the reaper joins; the
+/// webhook's namespace stays prestop-system.
+const NAMESPACE: &str = "prestop-node";
+const DAEMONSET: &str = "prestop-node";
+/// The node agent's container (it sees the node's `/` at NODE_ROOT too).
 const NODE_AGENT: &str = "node-agent";
-const SOCKET_DIR: &str = "/run/prestop-injector";
-/// What overlays/cluster-wide-with-reaper/config.yaml adds to base/config.yaml.
-const NODE_AGENT_CONFIG: &str = "\
-# The node agent (the reaper DaemonSet's node-agent container): every injected cleaner
-# asks it whether the directory it opened is the node's directory at the expected host
-# path. Must be the DaemonSet's node-agent-socket hostPath (docs/CONFIG.md#the-node-agent).
-nodeAgent:
-  hostDirectory: /var/run/prestop-injector
-";
+/// The volumes the reaper's patch adds (components/reaper/daemonset.yaml): the prefixes
+/// (`scratch-…`), its state, its config and the seal key.
+const REAPER_VOLUMES: [&str; 3] = ["state", "config", "seal"];
 
 fn component_dir() -> PathBuf {
     common::deploy_dir().join("components/reaper")
@@ -46,7 +41,7 @@ fn shipped_config() -> (String, Config) {
 }
 
 fn daemonset(objects: &[Value]) -> &Value {
-    find(objects, "DaemonSet", "prestop-reaper")
+    find(objects, "DaemonSet", DAEMONSET)
 }
 
 /// The reaper pod's containers: the reaper, then the node agent.
@@ -85,33 +80,6 @@ fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
     args.iter().find_map(|a| a.strip_prefix(prefix.as_str()))
 }
 
-/// `to` relative to the directory `from` (kustomize refuses absolute paths to other
-/// kustomizations); both absolute and free of `..`.
-fn relative(from: &Path, to: &Path) -> PathBuf {
-    let from: Vec<Component> = from.components().collect();
-    let to: Vec<Component> = to.components().collect();
-    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-    let mut path = PathBuf::new();
-    for _ in common..from.len() {
-        path.push("..");
-    }
-    for part in &to[common..] {
-        path.push(part);
-    }
-    path
-}
-
-/// Renders a kustomization written into a temporary directory; `{deploy}` in `text` is
-/// the relative path to deploy/.
-fn render_kustomization(kubectl: &Path, text: &str) -> Vec<Value> {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let root = dir.path().canonicalize().unwrap();
-    let deploy = relative(&root, &common::deploy_dir().canonicalize().unwrap());
-    let text = text.replace("{deploy}", deploy.to_str().unwrap());
-    std::fs::write(root.join("kustomization.yaml"), text).unwrap();
-    common::render_dir(kubectl, &root)
-}
-
 fn key(object: &Value) -> String {
     format!(
         "{}/{}/{}",
@@ -121,29 +89,47 @@ fn key(object: &Value) -> String {
     )
 }
 
-/// What the Component adds, by kind/namespace/name (the ConfigMap's hash suffix cut):
-/// its Namespace, the namespaced objects in it, the Events Role and RoleBinding in
-/// `default`, and the cluster-wide RBAC.
+/// What the Component adds, by kind/namespace/name (the ConfigMap's hash suffix cut): the
+/// reaper's own objects in the node's namespace, the Events Role and RoleBinding in
+/// `default`, and the cluster-wide RBAC. (No Namespace and no DaemonSet: those are the
+/// node agent's, which every install has.)
 fn reaper_keys() -> BTreeSet<String> {
     [
-        "Namespace//prestop-reaper",
-        "ServiceAccount/prestop-reaper/prestop-reaper",
+        "ServiceAccount/prestop-node/prestop-reaper",
         "ClusterRole//prestop-reaper",
         "ClusterRoleBinding//prestop-reaper",
         "Role/default/prestop-reaper-events",
         "RoleBinding/default/prestop-reaper-events",
-        "ConfigMap/prestop-reaper/prestop-reaper-config",
-        "DaemonSet/prestop-reaper/prestop-reaper",
+        "ConfigMap/prestop-node/prestop-reaper-config",
     ]
     .map(String::from)
     .into()
 }
 
 fn without_hash(key: String) -> String {
-    match key.strip_prefix("ConfigMap/prestop-reaper/prestop-reaper-config-") {
-        Some(_) => "ConfigMap/prestop-reaper/prestop-reaper-config".to_owned(),
+    match key.strip_prefix("ConfigMap/prestop-node/prestop-reaper-config-") {
+        Some(_) => "ConfigMap/prestop-node/prestop-reaper-config".to_owned(),
         None => key,
     }
+}
+
+/// The node DaemonSet of an install with the reaper, with all the reaper's patch adds taken
+/// out again: its container, its volumes, its service account and token.
+fn without_the_reaper(daemonset: &Value) -> Value {
+    let mut daemonset = daemonset.clone();
+    let pod = &mut daemonset["spec"]["template"]["spec"];
+    let pod = pod.as_object_mut().unwrap();
+    pod.remove("serviceAccountName");
+    pod.insert("automountServiceAccountToken".into(), json!(false));
+    pod["containers"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|c| c["name"] != "reaper");
+    pod["volumes"].as_array_mut().unwrap().retain(|v| {
+        let name = v["name"].as_str().unwrap();
+        !REAPER_VOLUMES.contains(&name) && !name.starts_with("scratch-")
+    });
+    daemonset
 }
 
 /// Every install with the reaper, as docs/INSTALL.md shows them: its own overlay and the
@@ -157,7 +143,7 @@ fn installs_with_reaper(kubectl: &Path) -> [(&'static str, Vec<Value>, Vec<Value
         ),
         (
             "namespace-opt-in + reaper",
-            render_kustomization(
+            common::render_kustomization(
                 kubectl,
                 "resources: [{deploy}/overlays/namespace-opt-in]\n\
                  components: [{deploy}/components/reaper]\n",
@@ -166,7 +152,7 @@ fn installs_with_reaper(kubectl: &Path) -> [(&'static str, Vec<Value>, Vec<Value
         ),
         (
             "cert-manager + reaper",
-            render_kustomization(
+            common::render_kustomization(
                 kubectl,
                 "resources: [{deploy}/overlays/cert-manager]\n\
                  components: [{deploy}/components/reaper]\n",
@@ -176,14 +162,12 @@ fn installs_with_reaper(kubectl: &Path) -> [(&'static str, Vec<Value>, Vec<Value
     ]
 }
 
-fn labels(objects: &[Value], namespace: &str) -> Value {
-    find(objects, "Namespace", namespace)["metadata"]["labels"].clone()
-}
-
-/// The Component adds exactly its objects, changes no object of the install (the
-/// prestop-system Namespace included: its Pod Security labels stay as they are), and the
-/// result validates strictly, on its own overlay and combined with the other two installs
-/// as docs/INSTALL.md shows.
+/// The Component adds exactly its objects, changes no object of the install but the node
+/// DaemonSet (the prestop-system and prestop-node Namespaces included: their Pod Security
+/// labels stay as they are; the webhook's config too), adds to that DaemonSet only the
+/// reaper's container, volumes and service account (the node agent's container stays as
+/// it was), and the result validates strictly, on its own overlay and combined with the
+/// other two installs as docs/INSTALL.md shows.
 #[test]
 fn the_reaper_renders_validates_and_adds_only_its_objects() {
     let (Some(kubectl), Some(validator)) = (common::kubectl(), common::kubernetes_validate())
@@ -193,10 +177,6 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
     for (label, with, without) in &installs_with_reaper(&kubectl) {
         let label = label.replace(' ', "");
         common::validate(&validator, &label, with);
-        // Its own overlay also sets nodeAgent in the webhook's config (a new hashed name):
-        // compared without that, nothing else of the install changes.
-        let with: Vec<Value> = with.iter().map(without_node_agent_config).collect();
-        let without: Vec<Value> = without.iter().map(without_node_agent_config).collect();
         let before: BTreeSet<String> = without.iter().map(key).collect();
         let after: BTreeSet<String> = with.iter().map(key).map(without_hash).collect();
         let added: BTreeSet<String> = after.difference(&before).cloned().collect();
@@ -205,8 +185,23 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
             before.is_subset(&after),
             "{label}: the reaper removes nothing"
         );
-        for object in &without {
+        for object in without {
             let rendered = with.iter().find(|o| key(o) == key(object)).unwrap();
+            if object["kind"] == "DaemonSet" {
+                assert_ne!(
+                    rendered,
+                    object,
+                    "{label}: the reaper joins {}",
+                    key(object)
+                );
+                assert_eq!(
+                    without_the_reaper(rendered),
+                    *object,
+                    "{label}: the reaper changed more of {} than its own",
+                    key(object)
+                );
+                continue;
+            }
             assert_eq!(
                 rendered,
                 object,
@@ -217,206 +212,44 @@ fn the_reaper_renders_validates_and_adds_only_its_objects() {
     }
 }
 
-/// `object` with the webhook config's hashed name cut and the overlay's nodeAgent block
-/// taken out of its text.
-fn without_node_agent_config(object: &Value) -> Value {
-    let text = object.to_string();
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
-    while let Some(at) = rest.find("prestop-injector-config-") {
-        let (head, tail) = rest.split_at(at + "prestop-injector-config".len());
-        out.push_str(head);
-        let hash_end = tail[1..]
-            .find(|c: char| !c.is_ascii_alphanumeric())
-            .map_or(tail.len(), |end| end + 1);
-        rest = &tail[hash_end..];
-    }
-    out.push_str(rest);
-    let mut object: Value = serde_json::from_str(&out).unwrap();
-    if object["kind"] == "ConfigMap" {
-        if let Some(text) = object["data"]["config.yaml"].as_str() {
-            let text = text
-                .strip_suffix(NODE_AGENT_CONFIG)
-                .unwrap_or(text)
-                .to_owned();
-            object["data"]["config.yaml"] = json!(text);
-        }
-    }
-    object
-}
-
-/// The overlay's webhook config is the base's plus `nodeAgent`, byte for byte, and its
-/// directory is the one the node agent's socket is in.
+/// The reaper's patch puts its container and volumes first, where docs/INSTALL.md's
+/// patches (and e2e/install) find them: `containers/0/args/6` is `--dry-run`,
+/// `volumes/0` the prefix, `volumes/1` the state directory.
 #[test]
-fn the_overlay_tells_the_webhook_where_the_node_agent_is() {
-    let read = |path: &str| std::fs::read_to_string(common::deploy_dir().join(path)).unwrap();
-    let base = read("base/config.yaml");
-    let overlay = read(&format!("overlays/{OVERLAY}/config.yaml"));
-    assert_eq!(overlay, format!("{base}{NODE_AGENT_CONFIG}"));
-    let config = Config::from_yaml(&overlay).expect("the overlay's config loads");
-    let directory = config.node_agent.expect("nodeAgent").host_directory;
+fn the_reaper_is_first_in_the_pod_where_the_documented_patches_look() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
-    let objects = common::render(&kubectl, OVERLAY);
-    let webhook_config = objects
-        .iter()
-        .find(|o| {
-            o["kind"] == "ConfigMap"
-                && o["metadata"]["namespace"] == "prestop-system"
-                && o["metadata"]["name"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("prestop-injector-config-")
-        })
-        .expect("the webhook's config");
-    assert_eq!(webhook_config["data"]["config.yaml"], overlay);
-    let deployment = find(&objects, "Deployment", "prestop-injector");
-    assert!(deployment.to_string().contains(&format!(
-        "\"{}\"",
-        webhook_config["metadata"]["name"].as_str().unwrap()
-    )));
-    let pod = &daemonset(&objects)["spec"]["template"]["spec"];
-    let socket = pod["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "node-agent-socket")
-        .expect("the socket's volume");
-    assert_eq!(
-        socket["hostPath"],
-        json!({"path": directory, "type": "DirectoryOrCreate"})
-    );
-}
-
-/// The node agent: the same image as the reaper, the node's `/` read-only (seeing disks
-/// mounted later), its socket in the webhook's nodeAgent.hostDirectory, `--allow` exactly
-/// the reaper's prefixes, and of root's powers only searching directories.
-#[test]
-fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
-    let Some(kubectl) = common::kubectl() else {
-        return;
-    };
-    let (_, config) = shipped_config();
-    let objects = common::render(&kubectl, OVERLAY);
-    let agent = node_agent(&objects);
-    assert_eq!(agent["image"], container(&objects)["image"]);
-    let mut command: Vec<String> = [
-        "/usr/local/bin/prestop-clean",
-        "node-agent",
-        "--host-root",
-        NODE_ROOT,
-        "--socket",
-    ]
-    .map(String::from)
-    .into();
-    command.push(format!("{SOCKET_DIR}/agent.sock"));
-    for prefix in &config.allowed_host_path_prefixes {
-        command.extend(["--allow".to_owned(), prefix.clone()]);
-    }
-    command.extend(["--metrics-listen", "0.0.0.0:9103"].map(String::from));
-    assert_eq!(agent["command"], json!(command));
-    assert!(agent.get("args").is_none());
-    assert_eq!(
-        agent["securityContext"],
-        json!({
-            "privileged": false,
-            "allowPrivilegeEscalation": false,
-            "readOnlyRootFilesystem": true,
-            "capabilities": {"drop": ["ALL"], "add": ["DAC_READ_SEARCH"]},
-        })
-    );
-    assert_eq!(
-        agent["volumeMounts"],
-        json!([
-            {"name": "node-root", "mountPath": NODE_ROOT, "readOnly": true,
-             "mountPropagation": "HostToContainer"},
-            {"name": "node-agent-socket", "mountPath": SOCKET_DIR},
-            {"name": "reaper-pod", "mountPath": prestop_injector::reaper::in_use::OWN_POD_MARKER,
-             "readOnly": true},
-        ])
-    );
-    assert_eq!(
-        agent["resources"],
-        json!({"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}})
-    );
-    // Its metrics and probes on one port of the pod network, nothing on the node's.
-    assert_eq!(
-        agent["ports"],
-        json!([{"name": "agent-metrics", "containerPort": 9103, "protocol": "TCP"}])
-    );
-    for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
-        assert_eq!(agent[probe]["httpGet"]["path"], path, "{probe}");
-        assert_eq!(agent[probe]["httpGet"]["port"], "agent-metrics", "{probe}");
-    }
-    for key in ["env", "lifecycle"] {
-        assert!(agent.get(key).is_none(), "{key}");
-    }
-}
-
-/// hostPath volumes need Pod Security `privileged`: the reaper gets its own namespace that
-/// enforces it (audit and warn stay `restricted`), and the webhook's prestop-system
-/// enforces `restricted` in every install, with the reaper or without it.
-#[test]
-fn the_reaper_namespace_is_privileged_and_prestop_system_stays_restricted() {
-    let Some(kubectl) = common::kubectl() else {
-        return;
-    };
-    let restricted = |label: &str, objects: &[Value]| {
-        let labels = labels(objects, "prestop-system");
+    for (label, objects, _) in &installs_with_reaper(&kubectl) {
+        let pod = &daemonset(objects)["spec"]["template"]["spec"];
+        assert_eq!(pod["containers"][0]["name"], "reaper", "{label}");
+        assert_eq!(pod["containers"][0]["args"][6], "--dry-run", "{label}");
         assert_eq!(
-            labels["pod-security.kubernetes.io/enforce"], "restricted",
-            "{label}: prestop-system"
+            pod["volumes"][0]["hostPath"],
+            json!({"path": "/mnt/scratch", "type": "Directory"}),
+            "{label}"
         );
-        for mode in ["audit", "warn"] {
-            let value = &labels[format!("pod-security.kubernetes.io/{mode}")];
-            assert!(
-                value.is_null() || value == "restricted",
-                "{label}: prestop-system {mode} {value}"
-            );
-        }
-    };
-    for overlay in common::OVERLAYS {
-        let objects = common::render(&kubectl, overlay);
-        restricted(overlay, &objects);
-        let has_reaper = objects
-            .iter()
-            .any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "prestop-reaper");
-        let namespace = objects
-            .iter()
-            .any(|o| o["kind"] == "Namespace" && o["metadata"]["name"] == NAMESPACE);
         assert_eq!(
-            namespace, has_reaper,
-            "{overlay}: the {NAMESPACE} Namespace comes with the reaper only"
+            pod["containers"][0]["volumeMounts"][0],
+            json!({"name": pod["volumes"][0]["name"], "mountPath": "/host/mnt/scratch",
+                   "mountPropagation": "None"}),
+            "{label}"
         );
-    }
-    for (label, with, without) in &installs_with_reaper(&kubectl) {
-        restricted(label, with);
-        restricted(label, without);
-        assert_eq!(
-            labels(with, NAMESPACE),
-            json!({
-                "app.kubernetes.io/name": "prestop-reaper",
-                "app.kubernetes.io/part-of": "prestop-injector",
-                "pod-security.kubernetes.io/enforce": "privileged",
-                "pod-security.kubernetes.io/audit": "restricted",
-                "pod-security.kubernetes.io/warn": "restricted",
-            }),
-            "{label}: {NAMESPACE}"
-        );
+        assert_eq!(pod["volumes"][1]["hostPath"]["path"], STATE_DIR, "{label}");
     }
 }
 
-/// Every namespaced object of the reaper is in prestop-reaper, except the Events Role and
-/// RoleBinding (in `default`, where Node events are); nothing but the reaper is in
-/// prestop-reaper, and nothing of the reaper in prestop-system. For every install with
-/// the reaper: the base's `namespace: prestop-system` must not reach the Component.
+/// Every namespaced object of the reaper is in prestop-node, the namespace of the pod it
+/// joins, except the Events Role and RoleBinding (in `default`, where Node events are);
+/// nothing but the node's DaemonSet and its Namespace and the reaper's objects is in
+/// prestop-node, and nothing of the reaper in prestop-system. For every install with the
+/// reaper.
 #[test]
-fn every_reaper_object_is_in_the_reaper_namespace() {
+fn every_reaper_object_is_in_the_node_namespace() {
     let Some(kubectl) = common::kubectl() else {
         return;
     };
-    let cluster_scoped = ["Namespace", "ClusterRole", "ClusterRoleBinding"];
+    let cluster_scoped = ["ClusterRole", "ClusterRoleBinding"];
     for (label, with, _) in &installs_with_reaper(&kubectl) {
         let reaper: Vec<&Value> = with
             .iter()
@@ -435,46 +268,20 @@ fn every_reaper_object_is_in_the_reaper_namespace() {
                 assert_eq!(namespace, NAMESPACE, "{label}: {}", key(object));
             }
         }
+        let daemonset = daemonset(with);
+        assert_eq!(daemonset["metadata"]["namespace"], NAMESPACE, "{label}");
         for object in with {
             if object["metadata"]["namespace"] == NAMESPACE {
                 assert!(
-                    reaper.contains(&object),
-                    "{label}: {} is no reaper object",
+                    reaper.contains(&object) || object == daemonset,
+                    "{label}: {} is neither the node's DaemonSet nor a reaper object",
                     key(object)
                 );
             }
         }
         // The pods follow their DaemonSet; nothing in the template points elsewhere.
-        let template = &daemonset(with)["spec"]["template"];
+        let template = &daemonset["spec"]["template"];
         assert!(template["metadata"]["namespace"].is_null(), "{label}");
-    }
-}
-
-/// A `namespace:` over the reaper would rename both Namespaces to one name; kustomize
-/// refuses that, so the reaper cannot be folded into the webhook's namespace (or any
-/// other) without anyone noticing.
-#[test]
-fn a_namespace_over_the_reaper_fails_to_render() {
-    let Some(kubectl) = common::kubectl() else {
-        return;
-    };
-    for namespace in ["prestop-system", "elsewhere"] {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let deploy = relative(&root, &common::deploy_dir().canonicalize().unwrap());
-        let text = format!(
-            "resources: [{}/overlays/{OVERLAY}]\nnamespace: {namespace}\n",
-            deploy.display()
-        );
-        std::fs::write(root.join("kustomization.yaml"), text).unwrap();
-        let output = std::process::Command::new(&kubectl)
-            .arg("kustomize")
-            .arg(&root)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "namespace: {namespace} rendered");
-        assert!(stderr.contains("ID conflict"), "{namespace}: {stderr}");
     }
 }
 
@@ -906,7 +713,7 @@ fn the_reaper_image_is_the_deployments_image() {
         shipped,
         json!(prestop_injector::config::DEFAULT_CLEANER_IMAGE)
     );
-    let mirrored = render_kustomization(
+    let mirrored = common::render_kustomization(
         &kubectl,
         "resources: [{deploy}/overlays/cluster-wide-with-reaper]\n\
          images:\n\

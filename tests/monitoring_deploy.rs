@@ -235,3 +235,81 @@ fn the_kustomize_component_ships_the_same_rules_and_dashboard() {
     }
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "probes");
 }
+
+/// PrestopInjectorNodeAgentUnreachable counts the unavailable pods of the node DaemonSet
+/// by its name (kube-state-metrics' `daemonset` label): the regex must match, whole as
+/// PromQL anchors it, the DaemonSet of every install (kustomize's prestop-node, the
+/// chart's <release>-node, with and without the reaper), and nothing of the webhook.
+#[test]
+fn the_unreachable_alert_names_every_installs_node_daemonset() {
+    let (Some(helm), Some(kubectl)) = (common::helm(), common::kubectl()) else {
+        return;
+    };
+    let expr = rule_groups()
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|group| group["rules"].as_array().unwrap())
+        .find(|rule| rule["alert"] == "PrestopInjectorNodeAgentUnreachable")
+        .expect("the alert")["expr"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pattern = expr
+        .split("daemonset=~\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a daemonset=~ matcher");
+    // PromQL's =~ is anchored: the whole name must match one of the pattern's spellings.
+    let spellings = spellings(pattern);
+    let is_match = |name: &str| spellings.iter().any(|s| s == name);
+    let mut names = Vec::new();
+    for overlay in ["cluster-wide", "cluster-wide-with-reaper"] {
+        let objects = common::render(&kubectl, overlay);
+        names.extend(chart::of_kind(&objects, "DaemonSet").into_iter().cloned());
+    }
+    for values in [
+        &[][..],
+        &[
+            "--set=reaper.enabled=true",
+            "--set=config.allowedHostPathPrefixes={/mnt/scratch}",
+        ][..],
+    ] {
+        let objects = chart::render(&helm, values);
+        names.extend(chart::of_kind(&objects, "DaemonSet").into_iter().cloned());
+    }
+    assert_eq!(names.len(), 4, "one DaemonSet per install");
+    for daemonset in &names {
+        let name = daemonset["metadata"]["name"].as_str().unwrap();
+        assert!(is_match(name), "{pattern} misses {name}");
+    }
+    for other in ["prestop-injector", "prestop-reaper", "kube-proxy"] {
+        assert!(!is_match(other), "{pattern} matches {other}");
+    }
+}
+
+/// Every string a regex of literals and optional groups `(…)?` matches whole; any other
+/// syntax fails the test (extend this when the alert's pattern needs more).
+fn spellings(pattern: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut rest = pattern;
+    while !rest.is_empty() {
+        if let Some(group) = rest.strip_prefix('(') {
+            let (inner, tail) = group.split_once(")?").expect("only (…)? groups");
+            out = out
+                .iter()
+                .flat_map(|s| [s.clone(), format!("{s}{inner}")])
+                .collect();
+            rest = tail;
+        } else {
+            let c = rest.chars().next().unwrap();
+            assert!(
+                c.is_ascii_alphanumeric() || c == '-',
+                "{pattern}: {c:?} is beyond literals and (…)?"
+            );
+            out.iter_mut().for_each(|s| s.push(c));
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}

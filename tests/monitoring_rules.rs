@@ -209,7 +209,7 @@ fn the_latency_alert_is_half_the_webhook_timeout() {
         "chart's webhook.timeoutSeconds {chart}"
     );
     let webhooks =
-        std::fs::read_to_string(common::deploy_dir().join("base/webhooks.yaml")).unwrap();
+        std::fs::read_to_string(common::deploy_dir().join("base/webhook/webhooks.yaml")).unwrap();
     let timeouts: Vec<f64> = common::parse_documents(&webhooks)
         .iter()
         .flat_map(|config| config["webhooks"].as_array().cloned().unwrap_or_default())

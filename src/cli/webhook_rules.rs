@@ -180,7 +180,7 @@ pub fn configurations_for(
     [mutating, validating]
 }
 
-/// Name and the labels kustomize puts on every object of `deploy/base`.
+/// Name and the labels kustomize puts on every object of `deploy/base/webhook`.
 fn metadata() -> Value {
     json!({
         "name": CONFIGURATION_NAME,

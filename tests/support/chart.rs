@@ -153,9 +153,28 @@ fn rbac_view(objects: &[Value]) -> Value {
     Value::Array(entries)
 }
 
+/// The webhook's config (the ConfigMap the Deployment mounts), parsed.
+pub fn webhook_config(objects: &[Value]) -> Value {
+    let deployment = one(objects, "Deployment");
+    let name = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "config")
+        .expect("the Deployment's config volume")["configMap"]["name"]
+        .clone();
+    let config = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("the ConfigMap {name}"));
+    serde_yaml::from_str(config["data"]["config.yaml"].as_str().unwrap()).unwrap()
+}
+
 /// Everything security-relevant of an install, the same for the chart and deploy/:
 /// both webhooks (without caBundle, which only the installs' certificates decide), the
-/// webhook's pod and service account, RBAC, and the reaper's pod, namespace and config.
+/// webhook's pod and service account, where its config sends the cleaners (nodeAgent),
+/// RBAC, and the node DaemonSet's pod (the node agent, and the reaper), namespace and
+/// the reaper's config.
 pub fn security_view(objects: &[Value]) -> Value {
     let mut view = Map::new();
     for kind in [
@@ -188,20 +207,29 @@ pub fn security_view(objects: &[Value]) -> Value {
     accounts.sort_by_key(Value::to_string);
     view.insert("ServiceAccounts".into(), Value::Array(accounts));
     view.insert("RBAC".into(), rbac_view(objects));
-    if let Some(reaper) = of_kind(objects, "DaemonSet").first() {
+    view.insert(
+        "WebhookConfigNodeAgent".into(),
+        webhook_config(objects)["nodeAgent"].clone(),
+    );
+    let daemonsets = of_kind(objects, "DaemonSet");
+    assert!(
+        daemonsets.len() <= 1,
+        "at most one DaemonSet: {daemonsets:?}"
+    );
+    if let Some(node) = daemonsets.first() {
         view.insert(
             "DaemonSet".into(),
             json!({
-                "namespace": reaper["metadata"]["namespace"],
-                "updateStrategy": reaper["spec"]["updateStrategy"],
-                "pod": pod_view(&reaper["spec"]["template"]["spec"]),
+                "namespace": node["metadata"]["namespace"],
+                "updateStrategy": node["spec"]["updateStrategy"],
+                "pod": pod_view(&node["spec"]["template"]["spec"]),
             }),
         );
-        let namespace = reaper["metadata"]["namespace"].as_str().unwrap();
+        let namespace = node["metadata"]["namespace"].as_str().unwrap();
         let labels = &objects
             .iter()
             .find(|o| o["kind"] == "Namespace" && o["metadata"]["name"] == namespace)
-            .expect("the reaper's namespace")["metadata"]["labels"];
+            .expect("the node DaemonSet's namespace")["metadata"]["labels"];
         let pod_security: Map<String, Value> = labels
             .as_object()
             .unwrap()
@@ -209,16 +237,41 @@ pub fn security_view(objects: &[Value]) -> Value {
             .filter(|(k, _)| k.starts_with("pod-security.kubernetes.io/"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        view.insert("ReaperNamespace".into(), Value::Object(pod_security));
-        let config = of_kind(objects, "ConfigMap")
+        view.insert("NodeNamespace".into(), Value::Object(pod_security));
+        // The reaper's config, when the reaper runs there.
+        if let Some(config) = of_kind(objects, "ConfigMap")
             .into_iter()
             .find(|c| c["metadata"]["namespace"] == namespace)
-            .expect("the reaper's ConfigMap");
-        let text = config["data"]["config.yaml"].as_str().unwrap();
-        let config: Value = serde_yaml::from_str(text).unwrap();
-        view.insert("ReaperConfig".into(), config);
+        {
+            let text = config["data"]["config.yaml"].as_str().unwrap();
+            let config: Value = serde_yaml::from_str(text).unwrap();
+            view.insert("ReaperConfig".into(), config);
+        }
     }
     Value::Object(view)
+}
+
+/// Takes the node agent's `--allow PREFIX` pairs out of a [`security_view`].
+pub fn drop_node_agent_allow(view: &mut Value) {
+    let Some(containers) = view["DaemonSet"]["pod"]["containers"].as_array_mut() else {
+        return;
+    };
+    for container in containers {
+        if container["name"] != "node-agent" {
+            continue;
+        }
+        let command: Vec<Value> = container["command"].as_array().unwrap().clone();
+        let mut kept = Vec::new();
+        let mut args = command.into_iter();
+        while let Some(arg) = args.next() {
+            if arg == "--allow" {
+                args.next();
+            } else {
+                kept.push(arg);
+            }
+        }
+        container["command"] = Value::Array(kept);
+    }
 }
 
 /// The first differing path between two views, for a readable failure.

@@ -120,6 +120,48 @@ pub fn render_dir(kubectl: &Path, dir: &Path) -> Vec<Value> {
     parse_documents(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// `to` relative to the directory `from` (kustomize refuses absolute paths to other
+/// kustomizations); both absolute and free of `..`.
+pub fn relative(from: &Path, to: &Path) -> PathBuf {
+    use std::path::Component;
+    let from: Vec<Component> = from.components().collect();
+    let to: Vec<Component> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut path = PathBuf::new();
+    for _ in common..from.len() {
+        path.push("..");
+    }
+    for part in &to[common..] {
+        path.push(part);
+    }
+    path
+}
+
+/// `kubectl kustomize` of a kustomization written into a temporary directory; `{deploy}`
+/// in `text` is the relative path to deploy/. `Err` is kubectl's stderr when it fails.
+pub fn try_render_kustomization(kubectl: &Path, text: &str) -> Result<Vec<Value>, String> {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let deploy = relative(&root, &deploy_dir().canonicalize().unwrap());
+    let text = text.replace("{deploy}", deploy.to_str().unwrap());
+    std::fs::write(root.join("kustomization.yaml"), text).unwrap();
+    let output = Command::new(kubectl)
+        .arg("kustomize")
+        .arg(&root)
+        .output()
+        .expect("run kubectl kustomize");
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    Ok(parse_documents(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// [`try_render_kustomization`] that must succeed.
+pub fn render_kustomization(kubectl: &Path, text: &str) -> Vec<Value> {
+    try_render_kustomization(kubectl, text)
+        .unwrap_or_else(|stderr| panic!("kubectl kustomize of\n{text}\nfailed:\n{stderr}"))
+}
+
 /// Renders `deploy/overlays/NAME`.
 pub fn render(kubectl: &Path, overlay: &str) -> Vec<Value> {
     render_dir(kubectl, &deploy_dir().join("overlays").join(overlay))

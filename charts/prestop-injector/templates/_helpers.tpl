@@ -23,6 +23,15 @@
 {{- printf "%s-reaper" (include "prestop-injector.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
+{{/* The DaemonSet on every node: the node agent, and the reaper when enabled, in one pod. */}}
+{{- define "prestop-injector.nodeName" -}}
+{{- printf "%s-node" (include "prestop-injector.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "prestop-injector.nodeEnabled" -}}
+{{- if or .Values.nodeAgent.enabled .Values.reaper.enabled }}true{{ end }}
+{{- end }}
+
 {{- define "prestop-injector.tlsSecret" -}}
 {{- printf "%s-tls" (include "prestop-injector.fullname" .) }}
 {{- end }}
@@ -45,6 +54,12 @@ app.kubernetes.io/component: webhook
 app.kubernetes.io/name: {{ include "prestop-injector.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: reaper
+{{- end }}
+
+{{- define "prestop-injector.nodeSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "prestop-injector.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: node
 {{- end }}
 
 {{- define "prestop-injector.image" -}}
@@ -71,7 +86,8 @@ webhook.excludedNamespaces, each once. */}}
 {{- end }}
 
 {{/* The configuration file: the values' config, with cleaner.image defaulting to the
-webhook's own image (the kustomize install has to keep the two equal by hand). */}}
+webhook's own image (the kustomize install has to keep the two equal by hand), and
+nodeAgent exactly when the agent runs (nodeAgent.enabled): never a socket nobody serves. */}}
 {{- define "prestop-injector.config" -}}
 {{- $config := deepCopy .Values.config }}
 {{- $cleaner := default dict $config.cleaner }}
@@ -79,8 +95,8 @@ webhook's own image (the kustomize install has to keep the two equal by hand). *
 {{- $_ := set $cleaner "image" (include "prestop-injector.image" .) }}
 {{- end }}
 {{- $_ := set $config "cleaner" $cleaner }}
-{{- if and .Values.reaper.enabled .Values.reaper.nodeAgent.enabled }}
-{{- $_ := set $config "nodeAgent" (dict "hostDirectory" .Values.reaper.nodeAgent.hostDirectory) }}
+{{- if .Values.nodeAgent.enabled }}
+{{- $_ := set $config "nodeAgent" (dict "hostDirectory" .Values.nodeAgent.hostDirectory) }}
 {{- end }}
 {{- toYaml $config }}
 {{- end }}
