@@ -57,7 +57,7 @@ PIDS=()
 WEBHOOK_PID=
 NS=e2e-install
 NODE_NAMESPACE=$NS
-NODE_NAMESPACES="prestop-system prestop-reaper e2e-optin"
+NODE_NAMESPACES="prestop-system prestop-node e2e-optin"
 # Pods reach the API server through the `kubernetes` Service (kube-proxy) at the pod
 # bridge's gateway, where it listens instead of 127.0.0.1: on this host only, and no
 # uplink (lib/node.sh). Its certificate names the Service's ClusterIP.

@@ -60,7 +60,7 @@ helm_save_cert() {
 HELM_GUARD_CHECKED=0
 install_helm() { # mode [reaper]
   HELM_MODE=$1 HELM_REAPER=${2:-0}
-  REAPER_DS=$RELEASE-reaper
+  NODE_DS=$RELEASE-node
   helm_values "$HELM_MODE" "$HELM_REAPER" >"$WORK/helm-values.yaml"
   if ((!HELM_GUARD_CHECKED)) && ! k get namespace "$SYSTEM_NS" >/dev/null 2>&1; then
     HELM_GUARD_CHECKED=1

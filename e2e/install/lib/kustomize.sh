@@ -9,6 +9,7 @@
 # - the config with `cleaner.image` = that image (INSTALL: "set cleaner.image ... to the
 #   same name"; a configMapGenerator `behavior: replace`, so the repository's file stays
 #   as shipped) and `allowedHostPathPrefixes` naming this run's scratch prefix;
+# - the node agent's `--allow` for that prefix (INSTALL: "Your prefixes");
 # - with the reaper: the Component, the dry-run switched off by the patch INSTALL gives,
 #   and "your prefixes" in its two places (config and DaemonSet volume).
 # And, because the node runs Kubernetes 1.20 (the only API server CI can build), these
@@ -19,7 +20,7 @@
 #   --shutdown-delay (not ready, still serving) is then all that covers the endpoint
 #   removal in a rollout;
 # - the PDB is `policy/v1beta1` (`policy/v1` is 1.21);
-# - the reaper DaemonSet's `maxSurge: 0` is removed (1.22; 0 is what 1.20 does anyway);
+# - the node DaemonSet's `maxSurge: 0` is removed (1.22; 0 is what 1.20 does anyway);
 # - namespaces get the `kubernetes.io/metadata.name` label that 1.21+ sets by itself
 #   (run.sh, install_kustomize), which the webhooks' namespaceSelector excludes system namespaces by;
 # - the Pod Security labels on the namespaces are inert: 1.20 has no Pod Security
@@ -38,12 +39,10 @@ kustomize_write() { # mode reaper(0|1) ca-bundle-file
     awk '/^allowedHostPathPrefixes:/ { skip = 1; next } skip && /^(  |- )/ { next } { skip = 0; print }' \
       >"$dir/config.yaml"
   echo "allowedHostPathPrefixes: [$HOST/scratch]" >>"$dir/config.yaml"
-  # With the reaper's pod, its node agent answers every cleaner, as
-  # deploy/overlays/cluster-wide-with-reaper sets it: without the agent's word a cleaner
-  # empties only per-pod directories, and the seed Job's is a fixed one (issue 31).
-  if ((reaper)) && ! grep -q '^nodeAgent:' "$dir/config.yaml"; then
-    echo "nodeAgent: {hostDirectory: /var/run/prestop-injector}" >>"$dir/config.yaml"
-  fi
+  # The shipped config sends every cleaner to the node agent, which every install runs
+  # (deploy/base/node): without its word a cleaner empties only per-pod directories, and
+  # the seed Job's is a fixed one (issue 31).
+  grep -q '^nodeAgent:' "$dir/config.yaml" || { log "deploy/base/config.yaml has no nodeAgent"; return 1; }
   echo "allowedHostPathPrefixes: [$HOST/scratch]" >"$dir/reaper-config.yaml"
   cat >"$dir/pdb-v1beta1.yaml" <<YAML
 apiVersion: policy/v1beta1
@@ -89,7 +88,7 @@ configMapGenerator:
     namespace: prestop-system
     behavior: replace
     files: [config.yaml]
-$( ((reaper)) && printf '  - name: prestop-reaper-config\n    namespace: prestop-reaper\n    behavior: replace\n    files: [config.yaml=reaper-config.yaml]\n')
+$( ((reaper)) && printf '  - name: prestop-reaper-config\n    namespace: prestop-node\n    behavior: replace\n    files: [config.yaml=reaper-config.yaml]\n')
 patches:
   # The caBundle (certs/generate.sh writes the same; replaced here during a rotation).
   - target: {kind: MutatingWebhookConfiguration, name: prestop-injector}
@@ -109,20 +108,27 @@ patches:
       apiVersion: policy/v1
       kind: PodDisruptionBudget
       metadata: {name: prestop-injector}
+  # Kubernetes 1.20 only: a DaemonSet's rolling update has no maxSurge (1.22).
+  - target: {kind: DaemonSet, name: prestop-node}
+    patch: '[{"op": "remove", "path": "/spec/updateStrategy/rollingUpdate/maxSurge"}]'
+  # The node agent's --allow, in step with the prefixes (docs/INSTALL.md "Your
+  # prefixes": appended to its command; with the reaper its container is the second).
+  - target: {kind: DaemonSet, name: prestop-node}
+    patch: |-
+      - {op: test, path: /spec/template/spec/containers/$reaper/name, value: node-agent}
+      - {op: add, path: /spec/template/spec/containers/$reaper/command/-, value: --allow}
+      - {op: add, path: /spec/template/spec/containers/$reaper/command/-, value: $HOST/scratch}
 YAML
   if ((reaper)); then
     cat >>"$dir/kustomization.yaml" <<YAML
-  # Kubernetes 1.20 only: a DaemonSet's rolling update has no maxSurge (1.22).
-  - target: {kind: DaemonSet, name: prestop-reaper}
-    patch: '[{"op": "remove", "path": "/spec/updateStrategy/rollingUpdate/maxSurge"}]'
   # docs/INSTALL.md "Dry run first": the documented patch that switches it off.
-  - target: {kind: DaemonSet, name: prestop-reaper}
+  - target: {kind: DaemonSet, name: prestop-node}
     patch: |-
       - {op: test, path: /spec/template/spec/containers/0/args/6, value: --dry-run}
       - {op: remove, path: /spec/template/spec/containers/0/args/6}
   # docs/INSTALL.md "Your prefixes": the hostPath volume per prefix, at /host + prefix;
   # the state directory under this run's root too (nothing left on the machine).
-  - target: {kind: DaemonSet, name: prestop-reaper}
+  - target: {kind: DaemonSet, name: prestop-node}
     patch: |-
       - {op: test, path: /spec/template/spec/volumes/0/hostPath/path, value: /mnt/scratch}
       - {op: replace, path: /spec/template/spec/volumes/0/hostPath/path, value: $HOST/scratch}
@@ -130,11 +136,6 @@ YAML
       - {op: replace, path: /spec/template/spec/containers/0/volumeMounts/0/mountPath, value: /host$HOST/scratch}
       - {op: test, path: /spec/template/spec/volumes/1/hostPath/path, value: /var/lib/prestop-injector/reaper}
       - {op: replace, path: /spec/template/spec/volumes/1/hostPath/path, value: $HOST/reaper-state}
-  # The node agent's --allow, in step with the prefixes (docs/INSTALL.md "Your prefixes").
-  - target: {kind: DaemonSet, name: prestop-reaper}
-    patch: |-
-      - {op: test, path: /spec/template/spec/containers/1/command/7, value: /mnt/scratch}
-      - {op: replace, path: /spec/template/spec/containers/1/command/7, value: $HOST/scratch}
 YAML
   fi
   KUSTOMIZE_DIR=$dir
@@ -148,7 +149,7 @@ install_kustomize() { # mode [reaper]
   # 1.20: the label 1.21+ sets, before the webhook configurations exist (deploy/ creates
   # the namespaces too; apply keeps the label).
   local ns
-  for ns in prestop-system $( ((reaper)) && echo prestop-reaper); do
+  for ns in prestop-system "$NODE_NS"; do
     k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null || return 1
     k label namespace "$ns" --overwrite "kubernetes.io/metadata.name=$ns" >/dev/null || return 1
   done
@@ -156,7 +157,7 @@ install_kustomize() { # mode [reaper]
     >>"$WORK/generate.log" 2>&1 || { log "certs/generate.sh $mode failed"; return 1; }
   KUSTOMIZE_REAPER=$reaper
   kustomize_write "$mode" "$reaper" "$WORK/certs/tls/ca.crt"
-  REAPER_DS=prestop-reaper
+  NODE_DS=prestop-node
   kc apply -k "$KUSTOMIZE_DIR"
   ((STATUS == 0)) || { log "kubectl apply -k failed: $ERR"; return 1; }
 }

@@ -29,13 +29,13 @@ prometheus_live() {
   expect "a malformed annotation is denied" test "$STATUS" -ne 0
   webhook=$(pod_targets "$SYSTEM_NS" app.kubernetes.io/name=prestop-injector 8080 | paste -sd,)
   # The reaper's pods by its DaemonSet's own selector (the installs label them apart).
-  selector=$(k -n prestop-reaper get ds "$REAPER_DS" -o json |
+  selector=$(k -n "$NODE_NS" get ds "$NODE_DS" -o json |
     jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
-  reaper=$(pod_targets prestop-reaper "$selector" 9102 | paste -sd,)
+  reaper=$(pod_targets "$NODE_NS" "$selector" 9102 | paste -sd,)
   # The node agent serves /metrics on 9103 once its container declares that port.
-  if k -n prestop-reaper get ds "$REAPER_DS" -o json |
+  if k -n "$NODE_NS" get ds "$NODE_DS" -o json |
     jq -e '[.spec.template.spec.containers[] | select(.name == "node-agent") | .ports[]?.containerPort] | index(9103)' >/dev/null; then
-    agent=$(pod_targets prestop-reaper "$selector" 9103 | paste -sd,)
+    agent=$(pod_targets "$NODE_NS" "$selector" 9103 | paste -sd,)
     no_data_ok='^$'
   else
     echo "    the node agent declares no metrics port in this build: its panels are only evaluated" >&2
@@ -48,7 +48,7 @@ prometheus_live() {
     echo "scrape_configs:"
     echo "- {job_name: prestop-injector-metrics, static_configs: [{targets: [$(prom_list "$webhook")]}]}"
     echo "- {job_name: prestop-reaper, static_configs: [{targets: [$(prom_list "$reaper")]}]}"
-    [[ -z "$agent" ]] || echo "- {job_name: prestop-reaper/prestop-node-agent, static_configs: [{targets: [$(prom_list "$agent")]}]}"
+    [[ -z "$agent" ]] || echo "- {job_name: prestop-node/prestop-node-agent, static_configs: [{targets: [$(prom_list "$agent")]}]}"
   } >"$dir/prometheus.yml"
   port=$(free_port)
   prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \

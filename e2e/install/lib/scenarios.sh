@@ -1,12 +1,14 @@
 # The install suite's scenarios (issue 18), for one install method M (lib/kustomize.sh,
-# lib/helm.sh): each provides install_M MODE REAPER (which also sets REAPER_DS, the
-# reaper DaemonSet's name), uninstall_M, the certificate rotation (certs_ca_both_M,
+# lib/helm.sh): each provides install_M MODE REAPER (which also sets NODE_DS, the
+# node DaemonSet's name: the agent, and the reaper), uninstall_M, the certificate rotation (certs_ca_both_M,
 # certs_serve_new_M, certs_ca_new_only_M; or certs_rotate_M for steps 1 and 2 at once,
 # then certs_ca_new_only_M) and optionally scenarios_M (what only that method has). Sourced by run.sh; uses
 # e2e/lib/assert.sh (kc, expect, jqt, scenario), e2e/node/lib/scenarios.sh's helpers and
 # run.sh's HOST, IMAGE, NS, WORK, NODE.
 
 SYSTEM_NS=prestop-system
+# The node DaemonSet's namespace (the agent in every install, the reaper joins its pod).
+NODE_NS=prestop-node
 WEBHOOK_SVC=prestop-injector.prestop-system.svc
 
 webhook_pods() { k -n "$SYSTEM_NS" get pods -l app.kubernetes.io/name=prestop-injector -o json 2>/dev/null; }
@@ -126,7 +128,7 @@ pod_log_tails() { # prefix lines
 install_cluster_wide() {
   expect "$M: install cluster-wide with the reaper, as documented" "install_$M" cluster-wide 1
   expect "the webhook's Deployment rolls out" rollout_done "$SYSTEM_NS" deploy/prestop-injector
-  expect "the reaper's DaemonSet rolls out" rollout_done prestop-reaper "ds/$REAPER_DS"
+  expect "the node DaemonSet (agent and reaper) rolls out" rollout_done "$NODE_NS" "ds/$NODE_DS"
 }
 
 deployment_as_shipped() {
@@ -247,9 +249,9 @@ rotation_under_load() {
 
 reaper_daemonset() {
   local dir="$HOST/scratch/reaped/cut-off"
-  kc -n prestop-reaper get ds "$REAPER_DS" -o json
+  kc -n "$NODE_NS" get ds "$NODE_DS" -o json
   expect "the reaper runs without --dry-run" jqt "$OUT" \
-    '.status.numberReady == 1 and (.spec.template.spec.containers[0].args | index("--dry-run") == null)'
+    '.status.numberReady == 1 and (.spec.template.spec.containers[] | select(.name == "reaper") | .args | index("--dry-run") == null)'
   kc create -f - <<<"$(cut_off_pod "$dir")"
   expect "create succeeds" test "$STATUS" -eq 0
   running() { k get pod cut-off -o json | jq -e '.status.phase == "Running"' >/dev/null; }
@@ -268,7 +270,7 @@ reaper_daemonset() {
     FAILS+=("the reaper empties the directory (60 s delay) within 150 s")
     # Why not, while its log is still on the node (the uninstall removes it).
     echo "    the reaper's log (its reasons):" >&2
-    pod_log_tails prestop-reaper_ 30
+    pod_log_tails "$NODE_NS"_ 30
   fi
   expect "the directory itself stays" test -d "$dir"
 }
@@ -277,7 +279,7 @@ uninstall_then_create() {
   expect "uninstall as documented" "uninstall_$M"
   kc get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name
   expect "no webhook configuration left" lacks "$OUT" prestop-injector
-  ns_gone() { ! k get ns "$SYSTEM_NS" >/dev/null 2>&1 && ! k get ns prestop-reaper >/dev/null 2>&1; }
+  ns_gone() { ! k get ns "$SYSTEM_NS" >/dev/null 2>&1 && ! k get ns "$NODE_NS" >/dev/null 2>&1; }
   expect "its namespaces are gone within 120 s" wait_for 120 ns_gone
   kc create -o json -f "$WORK/load-job.yaml"
   expect "an annotated Job is still created" test "$STATUS" -eq 0
