@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use prestop_injector::{cli, reaper, server};
+use prestop_injector::{cli, node_agent, reaper, server};
 use std::process::ExitCode;
 
 // Every review parses, clones and drops a tree of small JSON values; mimalloc's
@@ -29,6 +29,9 @@ enum Command {
     /// Run the node reaper: empty the scratch directories of injected pods that are gone
     /// without their preStop (force deletes, lost nodes); one per node, as a DaemonSet.
     Reap(Box<reaper::ReapArgs>),
+    /// Run the node agent (as `prestop-clean node-agent`), which also asks the API server
+    /// whether a pod the kubelet can restart in place is ending; one per node.
+    NodeAgent(node_agent::NodeAgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Certs(args) => cli::certs::run(args),
         Command::WebhookConfig(args) => cli::webhook_config::run(args),
         Command::Reap(args) => reaper::run(*args),
+        Command::NodeAgent(args) => node_agent::run(args),
     };
     match result {
         Ok(code) => code,

@@ -577,7 +577,7 @@ fn chart_node_agent_and_the_webhook_config_follow_one_value() {
             .find(|c| c["name"] == "node-agent")
             .expect("the node agent");
         let mut command = vec![
-            "/usr/local/bin/prestop-clean",
+            "/usr/local/bin/prestop-injector",
             "node-agent",
             "--host-root",
             "/node",

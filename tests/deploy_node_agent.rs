@@ -171,10 +171,17 @@ fn assert_runs_the_node_agent(label: &str, objects: &[Value], name: &str) {
     let agent =
         container(pod, "node-agent").unwrap_or_else(|| panic!("{label}: no node-agent container"));
     let command = strings(&agent["command"]);
+    // The agent that can also ask the API server whether a pod is ending (issue 31).
     assert_eq!(
         command[..2],
-        ["/usr/local/bin/prestop-clean", "node-agent"],
+        ["/usr/local/bin/prestop-injector", "node-agent"],
         "{label}"
+    );
+    assert_eq!(
+        agent["env"],
+        json!([{"name": "PRESTOP_INJECTOR_NODE_NAME",
+                "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]),
+        "{label}: the node's name from the downward API"
     );
     every_container_mounts_the_marker(label, pod);
 
@@ -244,10 +251,31 @@ fn assert_runs_the_node_agent(label: &str, objects: &[Value], name: &str) {
         );
     }
 
-    // No API token unless the reaper, which has RBAC, joined the pod.
+    // A token, for listing its node's Pods (issue 31): without the reaper, an account of
+    // its own whose one rule is exactly that; with it, the reaper's (the_reaper_joins_…).
+    assert_eq!(pod["automountServiceAccountToken"], true, "{label}");
     if container(pod, "reaper").is_none() {
-        assert_eq!(pod["automountServiceAccountToken"], false, "{label}");
-        assert!(pod.get("serviceAccountName").is_none(), "{label}");
+        let account = pod["serviceAccountName"].as_str().expect("its own account");
+        assert_eq!(
+            find(objects, "ServiceAccount", account)["metadata"]["namespace"],
+            daemonset["metadata"]["namespace"],
+            "{label}"
+        );
+        let binding = objects
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRoleBinding")
+            .find(|o| {
+                o["subjects"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|s| s["name"] == account))
+            })
+            .unwrap_or_else(|| panic!("{label}: no ClusterRoleBinding for {account}"));
+        let role = binding["roleRef"]["name"].as_str().expect("a role");
+        assert_eq!(
+            find(objects, "ClusterRole", role)["rules"],
+            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]),
+            "{label}: list Pods, nothing else"
+        );
     }
 }
 
@@ -469,7 +497,7 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
         assert_eq!(
             agent["command"],
             json!([
-                "/usr/local/bin/prestop-clean",
+                "/usr/local/bin/prestop-injector",
                 "node-agent",
                 "--host-root",
                 NODE_ROOT,
@@ -516,9 +544,7 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
             json!({"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}}),
             "{overlay}"
         );
-        for key in ["env", "lifecycle"] {
-            assert!(agent.get(key).is_none(), "{overlay}: {key}");
-        }
+        assert!(agent.get("lifecycle").is_none(), "{overlay}: lifecycle");
         for key in ["hostNetwork", "hostIPC"] {
             assert_ne!(pod[key], true, "{overlay}: {key}");
         }

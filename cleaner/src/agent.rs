@@ -15,10 +15,13 @@
 //! - the judgement itself (`judge`): it never touches a descriptor on a network or FUSE
 //!   filesystem, and only `fstat`s the others (never reads, writes or changes through
 //!   them);
-//! - `http`: `/metrics`, `/healthz`, `/readyz` for Prometheus and the kubelet.
+//! - `http`: `/metrics`, `/healthz`, `/readyz` for Prometheus and the kubelet;
+//! - [`PodEnding`]: whether the asking pod is ending, for a pod the kubelet can restart in
+//!   place (issue 31); the API server knows, this crate does not.
 
 mod args;
 mod client;
+mod ending;
 mod http;
 mod judge;
 mod limits;
@@ -28,10 +31,14 @@ mod server;
 mod stats;
 
 pub use args::AgentArgs;
-pub use client::{ask, ask_with_patience, BUSY_PATIENCE};
+pub use client::{ask, ask_ending, ask_with_patience, Question, BUSY_PATIENCE};
+pub use ending::PodEnding;
 pub use limits::{JUDGE_DEADLINE, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
-pub use protocol::{encode_request, parse_answer, parse_request, Verdict, MAX_REQUEST, TIMEOUT};
-pub use server::{serve, NODE_AGENT};
+pub use protocol::{
+    encode_ending_request, encode_request, parse_answer, parse_request, Request, Verdict,
+    MAX_REQUEST, TIMEOUT,
+};
+pub use server::{serve, serve_with, NODE_AGENT};
 
 #[cfg(test)]
 mod tests;

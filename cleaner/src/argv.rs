@@ -50,6 +50,8 @@ use std::fmt;
 pub const HOOK: &str = "hook";
 /// The subcommand of the cleanup sidecar.
 pub const SIDECAR: &str = "sidecar";
+/// The sidecar's flag for a pod the kubelet can restart in place ([`SidecarArgs::restartable`]).
+pub const RESTARTABLE: &str = "--restartable";
 /// The subcommand of the init container that copies the program into the pod.
 pub const INSTALL: &str = "install";
 /// The subcommand the node reaper runs to empty a gone pod's directory as its user.
@@ -140,6 +142,11 @@ pub struct SidecarArgs {
     pub deadline: Option<u64>,
     /// `--node-agent SOCKET`: the node agent's unix socket, as seen inside the container.
     pub node_agent: Option<String>,
+    /// `--restartable` (issue 31): the kubelet can restart the pod in place (its
+    /// `restartPolicy` is not `Never`), so its SIGTERM may be a sandbox recreation's, not
+    /// the pod's end: the targets are emptied only on the node agent's word that the pod
+    /// is ending.
+    pub restartable: bool,
     pub targets: Vec<Target>,
 }
 
@@ -240,6 +247,9 @@ impl SidecarArgs {
         let mut argv = vec![program.to_owned(), SIDECAR.to_owned()];
         render_deadline(self.deadline, &mut argv);
         render_node_agent(self.node_agent.as_deref(), &mut argv);
+        if self.restartable {
+            argv.push(RESTARTABLE.to_owned());
+        }
         render_targets(&self.targets, &mut argv);
         argv
     }
@@ -254,10 +264,15 @@ impl SidecarArgs {
         }
         let (deadline, rest) = take_deadline(rest)?;
         let (node_agent, rest) = take_node_agent(rest);
+        let (restartable, rest) = match rest {
+            [flag, tail @ ..] if flag == RESTARTABLE => (true, tail),
+            _ => (false, rest),
+        };
         match take_targets(rest) {
             (targets, []) => Ok(SidecarArgs {
                 deadline,
                 node_agent,
+                restartable,
                 targets,
             }),
             (_, [other, ..]) => Err(bad(format!("unexpected argument {other:?}"))),

@@ -66,14 +66,19 @@ pub(crate) type OtherMounts = HashMap<(u64, u64), Vec<u8>>;
 /// Where the operator reads what the node agent adds (named in refusals).
 pub(crate) const AGENT_DOCS: &str = "docs/INSTALL.md, \"The node agent\"";
 
+/// Why a restartable pod needs the node's word (`--restartable`, issue 31).
+const RESTARTS_IN_PLACE: &str = "the kubelet can restart this pod in place (a sandbox \
+    recreation stops every container as the pod's end does, then starts them again on the \
+    same volumes), so it is emptied only on the node's word that the pod is ending";
+
 /// Checks the opened target `fd` (opened from `target.path`) against its expected
-/// identity, asking the node agent at `node_agent` when given; returns the other mounts'
-/// roots for the walk, or why the target is refused.
+/// identity, asking the node agent (`question`) when it has a socket; returns the other
+/// mounts' roots for the walk, or why the target is refused.
 pub(crate) fn check(
     target: &Target,
     fd: BorrowedFd<'_>,
     lookup: &dyn Fn(&str) -> Option<String>,
-    node_agent: Option<&str>,
+    question: agent::Question<'_>,
 ) -> Result<OtherMounts, String> {
     let host = expected_host(target, lookup)?;
     let text = std::fs::read(MOUNTINFO)
@@ -113,7 +118,14 @@ pub(crate) fn check(
     }
     let suffix = suffix_below(path, &mount.mount_point)
         .ok_or_else(|| format!("the mount point {at} is not a prefix of the target"))?;
-    match node_agent.map(|socket| agent::ask(socket, &host, fd)) {
+    // Issue 31: a pod the kubelet can restart in place is emptied only on the node's word
+    // that it is ending; without an agent there is nobody to say it.
+    if question.pod_ending && question.socket.is_none() {
+        return Err(format!(
+            "{RESTARTS_IN_PLACE}, and no node agent is configured ({AGENT_DOCS})"
+        ));
+    }
+    match question.ask(&host, fd) {
         Some(Verdict::Same) => whole_filesystem_allowed(&host, mount, target.whole_filesystem)?,
         Some(Verdict::Differs(why)) => {
             // `why` holds no control character (agent::parse_answer): one line of ours.
@@ -132,6 +144,14 @@ pub(crate) fn check(
         }
         Some(Verdict::InUse(why)) => {
             return Err(format!("the node agent says: {why}"));
+        }
+        Some(Verdict::NotEnding(why)) => {
+            return Err(format!("{RESTARTS_IN_PLACE}; the node agent says: {why}"));
+        }
+        Some(Verdict::Unreachable(why)) if question.pod_ending => {
+            return Err(format!(
+                "{RESTARTS_IN_PLACE}; the node agent was not reachable: {why}"
+            ));
         }
         Some(Verdict::Refused(why)) => {
             return Err(format!(

@@ -108,10 +108,11 @@ pub fn empty_directory_with_progress(
 /// whole filesystem without `--whole-filesystem`, or that is another mount's root, is
 /// [`Outcome::Skipped`] with one sentence naming both paths, and nothing is touched;
 /// directories inside it that are other mounts' roots survive ([`Reason::OtherMount`]).
-/// `$(VAR)` in `--host` is expanded from this process's environment. With `node_agent`
-/// (`--node-agent SOCKET`), the node agent's word decides the identity ([`agent`]).
-pub fn clean_target(target: &argv::Target, node_agent: Option<&str>) -> Report {
-    clean_target_jobs(target, node_agent, default_jobs())
+/// `$(VAR)` in `--host` is expanded from this process's environment. With a socket in
+/// `question` (`--node-agent SOCKET`), the node agent's word decides the identity
+/// ([`agent`]).
+pub fn clean_target(target: &argv::Target, question: agent::Question<'_>) -> Report {
+    clean_target_jobs(target, question, default_jobs())
 }
 
 /// [`clean_target_jobs`], telling `progress` the entries removed and bytes freed so far,
@@ -119,27 +120,31 @@ pub fn clean_target(target: &argv::Target, node_agent: Option<&str>) -> Report {
 /// time).
 pub fn clean_target_with_progress(
     target: &argv::Target,
-    node_agent: Option<&str>,
+    question: agent::Question<'_>,
     jobs: usize,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Report {
     clean(
         &target.path,
-        Some((target, &expand::from_env, node_agent)),
+        Some((target, &expand::from_env, question)),
         jobs,
         progress,
     )
 }
 
 /// [`clean_target`] with `jobs` workers, as [`empty_directory_jobs`].
-pub fn clean_target_jobs(target: &argv::Target, node_agent: Option<&str>, jobs: usize) -> Report {
-    clean_target_with_progress(target, node_agent, jobs, &|_, _| {})
+pub fn clean_target_jobs(
+    target: &argv::Target,
+    question: agent::Question<'_>,
+    jobs: usize,
+) -> Report {
+    clean_target_with_progress(target, question, jobs, &|_, _| {})
 }
 
 type Expected<'t> = (
     &'t argv::Target,
     &'t dyn Fn(&str) -> Option<String>,
-    Option<&'t str>,
+    agent::Question<'t>,
 );
 
 fn clean(
@@ -188,8 +193,8 @@ fn clean(
     };
     let other_mounts = match expected {
         None => Default::default(),
-        Some((target, lookup, node_agent)) => {
-            match identity::check(target, root.as_fd(), lookup, node_agent) {
+        Some((target, lookup, question)) => {
+            match identity::check(target, root.as_fd(), lookup, question) {
                 Ok(others) => others,
                 Err(why) => {
                     report.outcome = Outcome::Skipped(why);

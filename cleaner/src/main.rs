@@ -27,7 +27,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use deadline::Deadline;
-use prestop_clean::agent::{AgentArgs, NODE_AGENT};
+use prestop_clean::agent::{AgentArgs, Question, NODE_AGENT};
 use prestop_clean::argv::{
     Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
 };
@@ -41,7 +41,7 @@ use signal_hook::iterator::Signals;
 
 const USAGE: &str = "usage: prestop-clean hook [--deadline S] [--node-agent SOCKET] [--sleep N] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]... [--shell SHELL --script TEXT] [-- ARGV...]
-       prestop-clean sidecar [--deadline S] [--node-agent SOCKET] \
+       prestop-clean sidecar [--deadline S] [--node-agent SOCKET] [--restartable] \
 [--target PATH [--host HOSTPATH] [--whole-filesystem]]...
        prestop-clean install DIR
        prestop-clean node-agent --host-root DIR --socket PATH [--allow PREFIX]...
@@ -137,7 +137,11 @@ fn hook(args: &HookArgs) -> u8 {
             status = script_status;
         }
     }
-    let clean = clean_all(&args.targets, args.node_agent.as_deref(), deadline);
+    let question = Question {
+        socket: args.node_agent.as_deref(),
+        pod_ending: false,
+    };
+    let clean = clean_all(&args.targets, question, deadline);
     match status {
         0 if clean => 0,
         0 => 1,
@@ -171,7 +175,7 @@ fn run(command: &mut Command, program: &str) -> u8 {
 /// Empties every target, one summary line each on stderr; true when all are clean. Past
 /// the deadline, nothing more is started and the cut-off line replaces the summary of
 /// the target it stopped.
-fn clean_all(targets: &[Target], node_agent: Option<&str>, deadline: Option<&Deadline>) -> bool {
+fn clean_all(targets: &[Target], question: Question<'_>, deadline: Option<&Deadline>) -> bool {
     let mut clean = true;
     for (index, target) in targets.iter().enumerate() {
         if walks_stopped() {
@@ -182,11 +186,11 @@ fn clean_all(targets: &[Target], node_agent: Option<&str>, deadline: Option<&Dea
                 deadline.starting(index);
                 let progress = |removed, bytes| deadline.progress(removed, bytes);
                 let report =
-                    clean_target_with_progress(target, node_agent, default_jobs(), &progress);
+                    clean_target_with_progress(target, question, default_jobs(), &progress);
                 deadline.done(&report);
                 report
             }
-            None => clean_target_with_progress(target, node_agent, default_jobs(), &|_, _| {}),
+            None => clean_target_with_progress(target, question, default_jobs(), &|_, _| {}),
         };
         clean &= report.is_clean();
         if report.is_clean() || !walks_stopped() {
@@ -235,7 +239,11 @@ fn sidecar(args: &SidecarArgs) -> u8 {
     let deadline = args
         .deadline
         .map(|seconds| Deadline::arm(Instant::now(), seconds, &args.targets));
-    clean_all(&args.targets, args.node_agent.as_deref(), deadline);
+    let question = Question {
+        socket: args.node_agent.as_deref(),
+        pod_ending: args.restartable,
+    };
+    clean_all(&args.targets, question, deadline);
     0
 }
 

@@ -76,10 +76,18 @@ fn signal_and_check(mut child: Child, pid: u32, signal: Signal, sandbox: &Sandbo
 /// The sidecar for the sandbox, which lies on the test machine's filesystem: cleaned on
 /// the word of `agent`.
 fn sidecar(command: &mut Command, sandbox: &Sandbox, agent: &NodeAgent) -> Child {
+    sidecar_with(command.arg(BIN), sandbox, &agent.args())
+}
+
+/// `prestop-clean sidecar OPTIONS --target SANDBOX …`, its stderr piped.
+fn sidecar_with<S: AsRef<std::ffi::OsStr>>(
+    command: &mut Command,
+    sandbox: &Sandbox,
+    options: &[S],
+) -> Child {
     command
-        .arg(BIN)
         .arg("sidecar")
-        .args(agent.args())
+        .args(options)
         .arg("--target")
         .arg(&sandbox.target)
         .args(support::on_whole_filesystem(&sandbox.target))
@@ -177,4 +185,52 @@ fn install_copies_the_program_atomically() {
         .expect("run");
     assert_eq!(output.status.code(), Some(1));
     assert!(support::stderr(&output).contains("cannot install into"));
+}
+
+/// Issue 31, sandbox recreation: the kubelet stops every container of a pod it can
+/// restart in place (any `restartPolicy` but `Never`) exactly as at the pod's end, our
+/// sidecar with SIGTERM, then starts them all again on the same volumes. The sidecar of
+/// such a pod (`--restartable`) empties nothing on a signal alone: without an agent, or
+/// with one that cannot say the pod is ending (`prestop-clean node-agent` has no API
+/// server; `prestop-injector node-agent` does, e2e/reaper `restartable_pod`), every file
+/// stays for the containers started again, and its line says why.
+#[test]
+fn a_restartable_pods_sidecar_removes_nothing_on_a_signal_alone() {
+    let agent = NodeAgent::start();
+    for with_agent in [false, true] {
+        let sandbox = Sandbox::new();
+        fill(&sandbox);
+        // Stopped as in the recreation, then started again in place: twice.
+        for _ in 0..2 {
+            let mut options: Vec<std::ffi::OsString> = Vec::new();
+            if with_agent {
+                options.extend(agent.args());
+            }
+            options.push("--restartable".into());
+            let mut child = sidecar_with(&mut Command::new(BIN), &sandbox, &options);
+            let lines = stderr_lines(&mut child);
+            wait_for_line(&lines, "sidecar ready");
+            let pid = Pid::from_raw(child.id() as i32).expect("pid");
+            kill_process(pid, Signal::TERM).expect("kill");
+            let line = wait_for_line(&lines, "skipped");
+            assert!(
+                line.contains("the kubelet can restart this pod in place")
+                    && line.contains("emptied only on the node's word that the pod is ending"),
+                "{line}"
+            );
+            let why = if with_agent {
+                "the asking process is in no pod's cgroup"
+            } else {
+                "no node agent is configured"
+            };
+            assert!(line.contains(why), "{line}");
+            assert!(wait_until(LIMIT, || matches!(
+                child.try_wait(),
+                Ok(Some(_))
+            )));
+            assert!(sandbox.target.join("job/out/result").exists(), "{line}");
+            assert!(sandbox.target.join(".lock").exists());
+            sandbox.assert_canary();
+        }
+    }
 }

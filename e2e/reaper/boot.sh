@@ -33,6 +33,8 @@ source "$ROOT/e2e/lib/cluster.sh"
 cleanup() {
   [[ -n "$REAPER_PID" ]] && kill "$REAPER_PID" 2>/dev/null && wait "$REAPER_PID" 2>/dev/null
   cluster_stop
+  # A scenario's pod cgroup (scenarios.sh), once the processes in it are gone.
+  declare -F restart_cgroup_remove >/dev/null && restart_cgroup_remove
   remove_work "$WORK"
 }
 trap cleanup EXIT

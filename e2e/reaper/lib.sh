@@ -116,6 +116,8 @@ untouched() { [[ -f "$1/file" && -f "$1/.dot-file" && -f "$1/nested/.inner-dot" 
 # inject an exec-hook cleanup. POD_USER=uid:gid (default 0:0, the owner of what fill()
 # writes) sets runAsUser and runAsGroup: the reaper empties only as the pod's own user,
 # and no kubelet reports it here; POD_USER=none leaves them out (the image's USER).
+# POD_RESTART_POLICY (default Never) and POD_FINALIZER (one finalizer) for a scenario that
+# needs them.
 pod() { # name host-path [annotations]
   local user=${POD_USER-0:0} context=""
   [[ "$user" != none ]] && context="securityContext: {runAsUser: ${user%:*}, runAsGroup: ${user#*:}}"
@@ -126,9 +128,10 @@ metadata:
   name: $1
   namespace: e2e
   annotations: {${3-"prestop-injector.io/cleanup": auto}}
+  finalizers: [${POD_FINALIZER:-}]
 spec:
   nodeName: $NODE
-  restartPolicy: Never
+  restartPolicy: ${POD_RESTART_POLICY:-Never}
   $context
   containers:
   - name: app

@@ -41,6 +41,7 @@ scenario "a pod with no process reaching the directory through a node symlink ke
 scenario "another tenant's 0700 directory in a uid-1000 pod's directory: survives, the pod's own files go" other_tenant
 scenario "a pod without runAsUser/runAsGroup: its user is unknown, nothing is emptied" unknown_user
 scenario "a pod bound to the node during the walk stops it; emptied once it is gone" walk_meets_a_new_pod
+scenario "a restartable pod's sidecar: a sandbox recreation removes nothing; the deletion empties it (the agent asks the API server)" restartable_pod_ends_on_the_nodes_word
 
 log "suite took $(($(date +%s) - started)) s (kube-apiserver $SERVER_VERSION)"
 echo "$PASSED passed, $FAILED failed"

@@ -516,3 +516,99 @@ walk_meets_a_new_pod() {
   force_delete s10-late
   expect "emptied once s10-late is gone" wait_for 120 is_emptied "$dir"
 }
+
+# 11. Issue 31, class 3, against the real API server: a pod the kubelet can restart in
+# place (restartPolicy OnFailure) is emptied by its cleanup sidecar only on the node
+# agent's word that it is ending. `prestop-injector node-agent` runs as node-a's agent
+# (--host-root $HOST); the sidecar (`prestop-clean sidecar --restartable`) runs in a
+# cgroup named as the kubelet names that pod's (`…/pod<uid>`), so the agent knows the
+# pod from the kernel. The kubelet's order is replayed on the pod's status (there is no
+# kubelet here): a sandbox recreation (every container stopped, the pod Running and not
+# deleted) and the restart in place after it remove nothing; the deletion, begun while a
+# finalizer holds the object, lets the next SIGTERM empty the directory.
+RESTART_CGROUP=
+restart_cgroup_remove() {
+  [[ -n "$RESTART_CGROUP" ]] || return 0
+  local top=${RESTART_CGROUP%%/kubepods/*}
+  # Leaves first: a cgroup is removed only when empty, from the bottom up.
+  find "$top" -depth -type d -exec rmdir {} \; 2>/dev/null
+  RESTART_CGROUP=
+}
+# One life of the sidecar: started in the pod's cgroup, SIGTERM once ready (as the kubelet
+# stops it), its lines in $WORK/s11-sidecar.log.
+restart_sidecar_life() { # dir host-path socket
+  local cleaner pid
+  cleaner="$(dirname "$BIN")/prestop-clean"
+  : >"$WORK/s11-sidecar.log"
+  sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$RESTART_CGROUP" \
+    "$cleaner" sidecar --node-agent "$3" --restartable --target "$1" --host "$2" --whole-filesystem \
+    2>"$WORK/s11-sidecar.log" &
+  pid=$!
+  wait_for 10 grep -q "sidecar ready" "$WORK/s11-sidecar.log" || {
+    kill "$pid"
+    wait "$pid"
+    return 1
+  }
+  kill -TERM "$pid"
+  wait "$pid"
+}
+replay_status() { # pod json-status
+  k patch pod -n e2e "$1" --subresource=status --type=merge -p "{\"status\": $2}" >/dev/null
+}
+restartable_pod_ends_on_the_nodes_word() {
+  local name=s11-restart dir="$HOST/scratch/s11-restart" sock="$WORK/agent/agent.sock" uid base agent_pid
+  local app='"name": "app", "image": "busybox:1.37", "imageID": ""'
+  fill "$dir"
+  kc create -f - <<<"$(POD_RESTART_POLICY=OnFailure POD_FINALIZER=e2e.prestop-injector.io/hold POD_USER=none \
+    pod $name /scratch/$name '"prestop-injector.io/inject": "false"')"
+  expect "pod $name created" test "$STATUS" -eq 0
+  uid=$(k get pod -n e2e "$name" -o jsonpath='{.metadata.uid}')
+  for base in /sys/fs/cgroup/unified /sys/fs/cgroup/pids /sys/fs/cgroup; do
+    [[ -n "$uid" && -f "$base/cgroup.procs" ]] || continue
+    if mkdir -p "$base/prestop-e2e-$$/kubepods/besteffort/pod$uid" 2>/dev/null; then
+      RESTART_CGROUP="$base/prestop-e2e-$$/kubepods/besteffort/pod$uid"
+      break
+    fi
+  done
+  if [[ -z "$RESTART_CGROUP" ]]; then
+    if [[ "${PRESTOP_REQUIRE_TOOLS:-}" == 1 ]]; then
+      FAILS+=("a pod's cgroup can be created (root, a writable cgroup hierarchy)")
+    else
+      skip "a restartable pod's sidecar" "no writable cgroup hierarchy"
+    fi
+    k patch pod -n e2e "$name" --type=json -p '[{"op": "remove", "path": "/metadata/finalizers"}]' >/dev/null 2>&1
+    force_delete "$name"
+    return
+  fi
+  mkdir -p "$WORK/agent"
+  "$BIN" node-agent --node-name "$NODE" --host-root "$HOST" --socket "$sock" --allow /scratch \
+    >>"$WORK/agent.log" 2>&1 &
+  agent_pid=$!
+  PIDS+=("$agent_pid")
+  expect "prestop-injector node-agent serves, asking the API server" \
+    wait_for 20 grep -q "whether a pod is ending: the API server's pods of node $NODE" "$WORK/agent.log"
+
+  # The sandbox recreation: the app stopped (exit 137), the pod Running, not deleted.
+  replay_status "$name" "{\"phase\": \"Running\", \"containerStatuses\": [{$app, \"ready\": false, \"restartCount\": 0, \"state\": {\"terminated\": {\"exitCode\": 137}}}]}"
+  expect "the sidecar's first life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
+  expect "its SIGTERM in a sandbox recreation removes nothing: the agent says the pod is not ending ($(tail -1 "$WORK/s11-sidecar.log" | cut -c1-300))" \
+    grep -q "the node agent says: pod e2e/$name is neither being deleted nor finished" "$WORK/s11-sidecar.log"
+  expect "every file stays" untouched "$dir"
+  # Started again in place (restartCount 1), and stopped again by another recreation.
+  replay_status "$name" "{\"containerStatuses\": [{$app, \"ready\": true, \"restartCount\": 1, \"state\": {\"running\": {}}}]}"
+  expect "the sidecar's second life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
+  expect "a restart in place removes nothing either" untouched "$dir"
+  expect "the agent answered not-ending twice" \
+    test "$(grep -c "not-ending: pod e2e/$name is neither being deleted nor finished" "$WORK/agent.log")" -eq 2
+
+  # The pod's deletion begins (the finalizer keeps the object, as a grace period does).
+  k delete pod -n e2e "$name" --wait=false >/dev/null
+  expect "the sidecar's last life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
+  expect "once the deletion began, its SIGTERM empties the directory ($(tail -1 "$WORK/s11-sidecar.log" | cut -c1-300))" \
+    is_emptied "$dir"
+
+  kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+  restart_cgroup_remove
+  k patch pod -n e2e "$name" --type=json -p '[{"op": "remove", "path": "/metadata/finalizers"}]' >/dev/null 2>&1
+  force_delete "$name"
+}

@@ -9,8 +9,34 @@ use std::time::{Duration, Instant};
 use rustix::io::{retry_on_intr, Errno};
 use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 
-use super::protocol::{encode_request, parse_answer, Verdict, MAX_REQUEST, TIMEOUT};
+use super::protocol::{
+    encode_ending_request, encode_request, parse_answer, Verdict, MAX_REQUEST, TIMEOUT,
+};
 use crate::report::escape;
+
+/// What a cleaner asks the node agent before it empties a target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Question<'a> {
+    /// `--node-agent SOCKET`: the agent's socket, as seen inside the container.
+    pub socket: Option<&'a str>,
+    /// `--restartable` (issue 31): the kubelet can restart the pod in place, so `same`
+    /// must also mean that the node says the pod is ending ([`ask_ending`]); without an
+    /// agent nothing is cleaned.
+    pub pod_ending: bool,
+}
+
+impl<'a> Question<'a> {
+    /// Whether `dir` is the node's directory at `host`, nobody else's, and (when asked)
+    /// whether the pod is ending; `None` without a socket.
+    pub fn ask(&self, host: &str, dir: BorrowedFd<'_>) -> Option<Verdict> {
+        let socket = self.socket?;
+        Some(if self.pod_ending {
+            ask_ending(socket, host, dir)
+        } else {
+            ask(socket, host, dir)
+        })
+    }
+}
 
 /// How long [`ask`] keeps asking an agent that answers `busy`: a place frees within a
 /// request's [`TIMEOUT`] at the latest, so a cleaner that waits that long is served unless
@@ -24,6 +50,12 @@ pub fn ask(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
     ask_with_patience(socket, host, dir, BUSY_PATIENCE)
 }
 
+/// [`ask`], and whether the asking pod is ending: `same` then also means that the node
+/// says its deletion has begun or it has finished for good (issue 31), else `not-ending`.
+pub fn ask_ending(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
+    asking(socket, host, dir, BUSY_PATIENCE, true)
+}
+
 /// [`ask`] with another patience (tests).
 pub fn ask_with_patience(
     socket: &str,
@@ -31,12 +63,22 @@ pub fn ask_with_patience(
     dir: BorrowedFd<'_>,
     patience: Duration,
 ) -> Verdict {
+    asking(socket, host, dir, patience, false)
+}
+
+fn asking(
+    socket: &str,
+    host: &str,
+    dir: BorrowedFd<'_>,
+    patience: Duration,
+    ending: bool,
+) -> Verdict {
     let give_up = Instant::now() + patience;
     // Clients that were turned away together must not come back together: each starts its
     // back-off at its own point (the pid spreads them over 0–31 ms).
     let mut pause = Duration::from_millis(20 + u64::from(std::process::id() % 32));
     loop {
-        match ask_once(socket, host, dir) {
+        match ask_once(socket, host, dir, ending) {
             Verdict::Busy if Instant::now() + pause < give_up => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(500));
@@ -54,7 +96,7 @@ pub fn ask_with_patience(
 }
 
 /// One connection, one request, one answer.
-fn ask_once(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
+fn ask_once(socket: &str, host: &str, dir: BorrowedFd<'_>, ending: bool) -> Verdict {
     let at = escape(socket.as_bytes());
     let stream = match UnixStream::connect(socket) {
         Ok(stream) => stream,
@@ -66,7 +108,11 @@ fn ask_once(socket: &str, host: &str, dir: BorrowedFd<'_>) -> Verdict {
     if let Err(err) = timeouts {
         return Verdict::Unreachable(format!("cannot set timeouts on {at}: {err}"));
     }
-    let request = encode_request(host.as_bytes());
+    let request = if ending {
+        encode_ending_request(host.as_bytes())
+    } else {
+        encode_request(host.as_bytes())
+    };
     let fds = [dir];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut control = SendAncillaryBuffer::new(&mut space);

@@ -2,7 +2,7 @@
 //! shell or a client in the image (the agent is the static cleaner program).
 //!
 //! - `GET /metrics`: `prestop_injector_node_agent_answers_total{verdict}` (`same`,
-//!   `in_use`, `differs`, `refused`, `busy`), `…_requests_in_flight`,
+//!   `in_use`, `not_ending`, `differs`, `refused`, `busy`), `…_requests_in_flight`,
 //!   `…_judgements_stuck`;
 //! - `GET /healthz`, `GET /readyz`: `200 ok` while the agent can answer: its socket is
 //!   still the one it bound (a removed or replaced socket is reachable by no cleaner),

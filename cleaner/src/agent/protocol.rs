@@ -2,8 +2,12 @@
 //! - request: `prestop-identity 1 <N> <HOST>\n`, `N` the byte length of `HOST` in decimal
 //!   (no leading zero), the whole request at most [`MAX_REQUEST`] bytes, with **exactly one**
 //!   descriptor in `SCM_RIGHTS`: the cleaner's opened target directory;
-//! - answer: one line, `same`, `in-use: <sentence>`, `differs: <sentence>`,
-//!   `refused: <sentence>` or `busy`;
+//!   `prestop-identity 1 <N> <HOST> ending\n` asks besides whether the asking pod is
+//!   ending (issue 31: a pod the kubelet can restart in place is cleaned only on the
+//!   node's word that it is); an agent that predates it refuses the line, so no such
+//!   cleanup ever runs on an older agent's `same`;
+//! - answer: one line, `same`, `in-use: <sentence>`, `not-ending: <sentence>`,
+//!   `differs: <sentence>`, `refused: <sentence>` or `busy`;
 //!   every path in a sentence is escaped ([`escape`](crate::escape)), so an answer is
 //!   always one line.
 
@@ -17,6 +21,16 @@ pub const MAX_REQUEST: usize = 4096;
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) const MAGIC: &[u8] = b"prestop-identity 1 ";
+const ENDING: &[u8] = b" ending\n";
+
+/// One whole request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// The host path asked about.
+    pub host: &'a [u8],
+    /// Whether the answer `same` must also mean that the asking pod is ending.
+    pub ending: bool,
+}
 
 /// What the node agent said about an opened directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +43,11 @@ pub enum Verdict {
     /// replacement pod. The sentence names none of them; nothing is removed, and the
     /// directory is left to the node reaper.
     InUse(String),
+    /// Asked with [`encode_ending_request`]: it is the node's directory and nobody else
+    /// uses it, but the node does not say that the asking pod is ending (its deletion has
+    /// not begun and it has not finished for good): a sandbox recreation, or a restart in
+    /// place, which starts the pod again on the same volumes. Nothing is removed.
+    NotEnding(String),
     /// It is not. The sentence speaks only of the pod's own directory: what the node has
     /// at a path the pod does not hold is none of the pod's business (issue 32, the
     /// oracle); the agent's log says it for the operator.
@@ -54,6 +73,14 @@ pub fn encode_request(host: &[u8]) -> Vec<u8> {
     request
 }
 
+/// `prestop-identity 1 <N> <HOST> ending\n`: [`encode_request`], and is the asking pod ending?
+pub fn encode_ending_request(host: &[u8]) -> Vec<u8> {
+    let mut request = encode_request(host);
+    request.pop();
+    request.extend_from_slice(ENDING);
+    request
+}
+
 /// `same\n`, `in-use: …\n`, `differs: …\n`, `refused: …\n` or `busy\n` (and an earlier agent's
 /// `refused: busy\n`, which meant the same); anything else is `None`, including a control
 /// character in the line (the agent escapes every path), so that whatever answers on the
@@ -71,6 +98,9 @@ pub fn parse_answer(answer: &[u8]) -> Option<Verdict> {
     if let Some(why) = line.strip_prefix("in-use: ") {
         return Some(Verdict::InUse(why.to_owned()));
     }
+    if let Some(why) = line.strip_prefix("not-ending: ") {
+        return Some(Verdict::NotEnding(why.to_owned()));
+    }
     if let Some(why) = line.strip_prefix("differs: ") {
         return Some(Verdict::Differs(why.to_owned()));
     }
@@ -78,8 +108,8 @@ pub fn parse_answer(answer: &[u8]) -> Option<Verdict> {
         .map(|why| Verdict::Refused(why.to_owned()))
 }
 
-/// A whole request's host path, `None` while incomplete, `Err` when it cannot become one.
-pub fn parse_request(bytes: &[u8]) -> Result<Option<&[u8]>, String> {
+/// A whole request, `None` while incomplete, `Err` when it cannot become one.
+pub fn parse_request(bytes: &[u8]) -> Result<Option<Request<'_>>, String> {
     let not_ours = || "not a prestop-identity 1 request".to_owned();
     let Some(rest) = bytes.strip_prefix(MAGIC) else {
         return if MAGIC.starts_with(bytes) {
@@ -104,12 +134,19 @@ pub fn parse_request(bytes: &[u8]) -> Result<Option<&[u8]>, String> {
         .and_then(|d| d.parse().ok())
         .ok_or_else(not_ours)?;
     let body = &rest[digits + 1..];
-    match body.len().cmp(&(length + 1)) {
-        std::cmp::Ordering::Less => Ok(None),
-        _ if body[length] != b'\n' => Err(not_ours()),
-        std::cmp::Ordering::Equal => Ok(Some(&body[..length])),
-        std::cmp::Ordering::Greater => Err("bytes follow the request".to_owned()),
+    if body.len() <= length {
+        return Ok(None);
     }
+    let (host, end) = body.split_at(length);
+    let ending = match end {
+        [b'\n'] => false,
+        _ if end == ENDING => true,
+        [b'\n', ..] => return Err("bytes follow the request".to_owned()),
+        _ if ENDING.starts_with(end) => return Ok(None),
+        _ if end.starts_with(ENDING) => return Err("bytes follow the request".to_owned()),
+        _ => return Err(not_ours()),
+    };
+    Ok(Some(Request { host, ending }))
 }
 
 /// Absolute, no empty, `.` or `..` component, no trailing `/` (except `/` itself), no NUL:

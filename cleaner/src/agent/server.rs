@@ -6,6 +6,10 @@
 //!                          [--metrics-listen ADDR:PORT]
 //! ```
 //!
+//! Whether a pod is ending is the API server's to say: `prestop-injector node-agent`
+//! serves this same agent with that source ([`serve_with`], [`PodEnding`]); this program
+//! alone refuses every `ending` question.
+//!
 //! What no client can do (issue 32): hold more than [`PLACES_PER_PEER`] of the
 //! [`MAX_IN_FLIGHT`] places (its pod's share, known from the kernel: [`Peer`]); keep a
 //! place longer than [`TIMEOUT`] without a whole request; keep the answer waiting longer
@@ -27,11 +31,12 @@ use rustix::io::Errno;
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 
 use super::args::AgentArgs;
+use super::ending::PodEnding;
 use super::http;
 use super::judge::{judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
 use super::peer::Peer;
-use super::protocol::{parse_request, shown, MAX_REQUEST, TIMEOUT};
+use super::protocol::{parse_request, shown, Request, MAX_REQUEST, TIMEOUT};
 use super::stats::Stats;
 use crate::report::escape;
 
@@ -43,9 +48,15 @@ const RUNNING: u8 = 0;
 const DONE: u8 = 1;
 const ABANDONED: u8 = 2;
 
-/// Runs the agent until SIGTERM or SIGINT (exit 0); 1 when it cannot start.
+/// Runs the agent until SIGTERM or SIGINT (exit 0); 1 when it cannot start. It knows no
+/// pod's end: every `ending` question is refused.
 pub fn serve(args: &AgentArgs) -> u8 {
-    match start(args) {
+    serve_with(args, None)
+}
+
+/// [`serve`], with where the agent learns whether the asking pod is ending.
+pub fn serve_with(args: &AgentArgs, pod_ending: Option<Arc<dyn PodEnding>>) -> u8 {
+    match start(args, pod_ending) {
         Ok(()) => 0,
         Err(why) => {
             eprintln!("prestop-clean node-agent: {why}");
@@ -63,9 +74,10 @@ struct Shared {
     stats: Arc<Stats>,
     /// Places taken, by share ([`Peer::share`]).
     places: Mutex<HashMap<String, usize>>,
+    pod_ending: Option<Arc<dyn PodEnding>>,
 }
 
-fn start(args: &AgentArgs) -> Result<(), String> {
+fn start(args: &AgentArgs, pod_ending: Option<Arc<dyn PodEnding>>) -> Result<(), String> {
     let root = rustix::fs::open(
         args.host_root.as_str(),
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -100,13 +112,17 @@ fn start(args: &AgentArgs) -> Result<(), String> {
         }
     });
     eprintln!(
-        "prestop-clean node-agent: serving {} for the node at {}{}{}",
+        "prestop-clean node-agent: serving {} for the node at {}{}{}{}",
         escape(args.socket.as_bytes()),
         escape(args.host_root.as_bytes()),
         if args.allow.is_empty() {
             String::new()
         } else {
             format!(", below {}", args.allow.join(", "))
+        },
+        match &pod_ending {
+            Some(source) => format!("; whether a pod is ending: {}", source.describe()),
+            None => "; whether a pod is ending: not known (every such question refused)".to_owned(),
         },
         match &args.metrics_listen {
             Some(address) => format!("; metrics and probes on http://{address}"),
@@ -119,6 +135,7 @@ fn start(args: &AgentArgs) -> Result<(), String> {
         allow: args.allow.iter().map(|p| p.clone().into_bytes()).collect(),
         stats,
         places: Mutex::new(HashMap::new()),
+        pod_ending,
     });
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
@@ -243,7 +260,7 @@ fn log(peer: &Peer, host: &[u8], answer: &str) {
 
 /// The host path asked about (when the request was readable) and the answer line.
 fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec<u8>>, Answer) {
-    let (host, fd) = match read_request(stream) {
+    let (host, ending, fd) = match read_request(stream) {
         Err(why) => return (None, Answer::plain(format!("refused: {why}"))),
         Ok(request) => request,
     };
@@ -303,6 +320,7 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
         }
     };
     let answer = match verdict {
+        Some(Ok(())) if ending => Answer::plain(ending_answer(peer, shared.pod_ending.as_deref())),
         Some(Ok(())) => Answer::plain("same".to_owned()),
         Some(Err(not_same)) => Answer {
             line: not_same.answer,
@@ -315,6 +333,28 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
         )),
     };
     (Some(host), answer)
+}
+
+/// `same` when the node says the asking pod is ending, else `not-ending: …`, which also
+/// says when the node cannot tell. Asked only once the directory is the pod's and nobody
+/// else uses it.
+fn ending_answer(peer: &Peer, source: Option<&dyn PodEnding>) -> String {
+    let Some(uid) = &peer.pod else {
+        return "not-ending: the asking process is in no pod's cgroup, so the node cannot \
+                say whether its pod is ending"
+            .to_owned();
+    };
+    let Some(source) = source else {
+        return "not-ending: this node agent cannot say whether a pod is ending (it has no \
+                API server: prestop-injector node-agent has); a pod the kubelet can restart \
+                in place is left to the node reaper"
+            .to_owned();
+    };
+    match source.ending(uid) {
+        Ok(()) => "same".to_owned(),
+        // One line of the protocol, whatever the API server said.
+        Err(why) => format!("not-ending: {}", why.replace(|c: char| c.is_control(), " ")),
+    }
 }
 
 /// The line a client gets, and what only the log says.
@@ -332,13 +372,14 @@ impl Answer {
     }
 }
 
-/// Reads one whole request within [`TIMEOUT`]: the host path and the one descriptor.
-/// Extra descriptors are closed as they arrive; a refusal says why in a sentence.
-fn read_request(stream: &UnixStream) -> Result<(Vec<u8>, OwnedFd), String> {
+/// Reads one whole request within [`TIMEOUT`]: the host path, whether the pod's end is
+/// asked too, and the one descriptor. Extra descriptors are closed as they arrive; a
+/// refusal says why in a sentence.
+fn read_request(stream: &UnixStream) -> Result<(Vec<u8>, bool, OwnedFd), String> {
     let deadline = Instant::now() + TIMEOUT;
     let mut buf = vec![0u8; MAX_REQUEST];
     let (mut len, mut fd, mut fds, mut truncated) = (0, None, 0usize, false);
-    let host = loop {
+    let (host, ending) = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || len == MAX_REQUEST {
             return Err(if len == MAX_REQUEST {
@@ -385,13 +426,13 @@ fn read_request(stream: &UnixStream) -> Result<(Vec<u8>, OwnedFd), String> {
         }
         len += received.bytes;
         match parse_request(&buf[..len]) {
-            Ok(Some(host)) => break host.to_vec(),
+            Ok(Some(Request { host, ending })) => break (host.to_vec(), ending),
             Ok(None) => {}
             Err(why) => return Err(why),
         }
     };
     match fd {
-        Some(fd) if fds == 1 && !truncated => Ok((host, fd)),
+        Some(fd) if fds == 1 && !truncated => Ok((host, ending, fd)),
         _ => Err(format!(
             "the request for {} carried {}{} descriptors, not exactly one",
             escape(&host),

@@ -10,6 +10,7 @@ pub struct Stats {
     refused: AtomicU64,
     busy: AtomicU64,
     in_use: AtomicU64,
+    not_ending: AtomicU64,
     pub in_flight: AtomicUsize,
     pub stuck: AtomicUsize,
     pub connections: AtomicUsize,
@@ -24,6 +25,8 @@ impl Stats {
             &self.busy
         } else if answer.starts_with("in-use: ") {
             &self.in_use
+        } else if answer.starts_with("not-ending: ") {
+            &self.not_ending
         } else if answer.starts_with("differs: ") {
             &self.differs
         } else {
@@ -44,6 +47,7 @@ impl Stats {
             ("refused", &self.refused),
             ("busy", &self.busy),
             ("in_use", &self.in_use),
+            ("not_ending", &self.not_ending),
         ] {
             text.push_str(&format!(
                 "prestop_injector_node_agent_answers_total{{verdict=\"{verdict}\"}} {}\n",

@@ -9,15 +9,50 @@ fn requests_round_trip_and_every_prefix_is_incomplete() {
         b"/\xff\x00 7 /x\n",
         &[b'/'; 4000],
     ] {
-        let request = encode_request(host);
-        assert_eq!(parse_request(&request), Ok(Some(host)));
-        for end in 0..request.len() {
-            assert_eq!(parse_request(&request[..end]), Ok(None), "{end}");
+        for ending in [false, true] {
+            let request = if ending {
+                encode_ending_request(host)
+            } else {
+                encode_request(host)
+            };
+            assert_eq!(
+                parse_request(&request),
+                Ok(Some(protocol::Request { host, ending }))
+            );
+            for end in 0..request.len() {
+                assert_eq!(parse_request(&request[..end]), Ok(None), "{end}");
+            }
+            let mut longer = request.clone();
+            longer.push(b'x');
+            assert!(parse_request(&longer).is_err());
         }
-        let mut longer = request.clone();
-        longer.push(b'x');
-        assert!(parse_request(&longer).is_err());
     }
+}
+
+/// Only the one word is a question about the pod's end; anything else after the host
+/// path is not the protocol.
+#[test]
+fn only_ending_may_follow_the_host_path() {
+    let plain = encode_request(b"/mnt/scratch/job");
+    for tail in [
+        &b" endinG\n"[..],
+        b" ending \n",
+        b"ending\n",
+        b" end\n",
+        b"  ending\n",
+    ] {
+        let mut request = plain[..plain.len() - 1].to_vec();
+        request.extend_from_slice(tail);
+        assert!(
+            parse_request(&request).is_err(),
+            "{:?}",
+            String::from_utf8_lossy(tail)
+        );
+    }
+    assert_eq!(
+        parse_answer(b"not-ending: the pod runs\n"),
+        Some(Verdict::NotEnding("the pod runs".into()))
+    );
 }
 
 #[test]

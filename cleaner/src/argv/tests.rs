@@ -210,6 +210,10 @@ fn foreign_command_lines_are_refused() {
         strings(&["sidecar", "--node-agent", "/s", "--node-agent", "/t"]),
         strings(&["sidecar", "--deadline", "0"]),
         strings(&["sidecar", "--node-agent", "/s", "--deadline", "5"]),
+        // Issue 31: one place, after the socket, and once.
+        strings(&["sidecar", "--restartable", "--node-agent", "/s"]),
+        strings(&["sidecar", "--restartable", "--restartable"]),
+        strings(&["sidecar", "--target", "/s", "--restartable"]),
     ] {
         assert!(SidecarArgs::parse(&args).is_err(), "{args:?}");
     }
@@ -222,13 +226,16 @@ fn sidecar_round_trips() {
         .chain([targets(&["/scratch", "/--target"])])
     {
         for (node_agent, deadline) in node_agents().into_iter().zip(deadlines().cycle()) {
-            let args = SidecarArgs {
-                deadline,
-                node_agent,
-                targets: targets.clone(),
-            };
-            let argv = args.render("/usr/local/bin/prestop-clean");
-            assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args), "{argv:?}");
+            for restartable in [false, true] {
+                let args = SidecarArgs {
+                    deadline,
+                    node_agent: node_agent.clone(),
+                    restartable,
+                    targets: targets.clone(),
+                };
+                let argv = args.render("/usr/local/bin/prestop-clean");
+                assert_eq!(SidecarArgs::parse(&argv[1..]), Ok(args), "{argv:?}");
+            }
         }
     }
 }

@@ -259,9 +259,14 @@ pub fn target_paths(targets: &[Target]) -> Vec<String> {
 }
 
 /// The command of the program sidecar: `[IMAGE_PROGRAM, "sidecar", (--node-agent
-/// SOCKET)?, --target P…]`, `node_agent` being the agent's socket inside the sidecar.
-pub fn program_sidecar_argv(targets: &[Target], node_agent: Option<&str>) -> Vec<String> {
-    program_sidecar_argv_until(targets, None, node_agent)
+/// SOCKET)?, (--restartable)?, --target P…]`, `node_agent` being the agent's socket inside
+/// the sidecar, `restartable` whether the kubelet can restart the pod in place (issue 31).
+pub fn program_sidecar_argv(
+    targets: &[Target],
+    node_agent: Option<&str>,
+    restartable: bool,
+) -> Vec<String> {
+    program_sidecar_argv_until(targets, None, node_agent, restartable)
 }
 
 /// [`program_sidecar_argv`] with `--deadline S` first.
@@ -269,10 +274,12 @@ pub fn program_sidecar_argv_until(
     targets: &[Target],
     deadline: Option<u64>,
     node_agent: Option<&str>,
+    restartable: bool,
 ) -> Vec<String> {
     SidecarArgs {
         deadline,
         node_agent: node_agent.map(str::to_owned),
+        restartable,
         targets: targets.to_vec(),
     }
     .render(IMAGE_PROGRAM)
@@ -312,6 +319,7 @@ pub fn sidecar_identified_targets(argv: &[String]) -> Option<Vec<Target>> {
                 &parsed.targets,
                 parsed.deadline,
                 parsed.node_agent.as_deref(),
+                parsed.restartable,
             );
             return (rendered == argv).then_some(parsed.targets);
         }

@@ -211,7 +211,7 @@ fn hooks_and_sidecars_asking_the_node_agent_are_ours() {
         h.to_argv(CleanerMode::Shell, None)
     );
     let targets = vec![Target::on_host("/a", "/mnt/a")];
-    let sidecar = program_sidecar_argv(&targets, Some(socket));
+    let sidecar = program_sidecar_argv(&targets, Some(socket), false);
     assert_eq!(sidecar[2..4], strings(&["--node-agent", socket])[..]);
     assert_eq!(sidecar_identified_targets(&sidecar), Some(targets));
     // Out of its place the option is no part of our argv.
@@ -240,11 +240,11 @@ fn foreign_program_argv_is_not_ours() {
         Target::path_only("/--target"),
     ];
     assert_eq!(
-        sidecar_identified_targets(&program_sidecar_argv(&targets, None)),
+        sidecar_identified_targets(&program_sidecar_argv(&targets, None, false)),
         Some(targets)
     );
     assert_eq!(
-        program_sidecar_argv(&[], None)[..2],
+        program_sidecar_argv(&[], None, false)[..2],
         [IMAGE_PROGRAM, "sidecar"]
     );
 }

@@ -129,8 +129,11 @@ mod tests {
     }
 
     fn sidecar() -> Value {
-        let argv =
-            crate::mutation::hook::program_sidecar_argv(&["/scratch".to_owned().into()], None);
+        let argv = crate::mutation::hook::program_sidecar_argv(
+            &["/scratch".to_owned().into()],
+            None,
+            false,
+        );
         json!({"name": "prestop-cleanup", "command": argv, "restartPolicy": "Always"})
     }
 

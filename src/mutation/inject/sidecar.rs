@@ -18,6 +18,7 @@ use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::inject::node_agent::{self, NodeAgent};
 pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
 use crate::mutation::inject::sidecar_plan::{check_merged, copy_of};
+use crate::mutation::scope::restarts;
 use crate::mutation::targets;
 use serde_json::{json, Map, Value};
 
@@ -54,6 +55,7 @@ impl SidecarPlan {
                 hook::program_sidecar_argv(
                     &self.identified(spec, config),
                     self.node_agent.as_ref().map(|_| node_agent::SOCKET),
+                    restarts::pod_restarts_in_place(spec).is_some(),
                 ),
             ),
             CleanerMode::Shell => (

@@ -71,6 +71,8 @@ pub fn mutate(
     let mode = config.cleaner.mode;
     let delivery = Delivery::of(spec);
     let agent = NodeAgent::of(spec, config);
+    // Issue 31: the program sidecar of such a pod cleans only on the node's word.
+    let restarts_in_place = restarts::pod_restarts_in_place(spec);
     // Per app container: whether its hook runs the program, which must be mounted there,
     // and whether that program asks the node agent, whose socket must be mounted too.
     let mut needs_program = Vec::new();
@@ -152,7 +154,17 @@ pub fn mutate(
                         sharing::warn_shared(container, &paths, why, &mut warnings);
                     }
                     if mode == CleanerMode::Binary && config.node_agent.is_none() {
-                        without_agent::warn_fixed(container, &name, &paths, &mut warnings);
+                        match &restarts_in_place {
+                            Some(policy) => without_agent::warn_restartable(
+                                &name,
+                                &paths,
+                                policy,
+                                &mut warnings,
+                            ),
+                            None => {
+                                without_agent::warn_fixed(container, &name, &paths, &mut warnings)
+                            }
+                        }
                     }
                     served_by_sidecar.push(name.clone());
                     injected.push(name);

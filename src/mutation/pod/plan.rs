@@ -260,7 +260,14 @@ pub(super) fn plan_container(
     };
     let unavailable = match restarts::in_place_restarts(spec).filter(|_| cleans) {
         Some(_) => Some("the sidecar restarts too".to_owned()),
-        None => gates::sidecar_unavailable(config),
+        None => gates::sidecar_unavailable(config).or_else(|| {
+            // Issue 31: only the program can ask the node whether the pod is ending.
+            let shell = cleans && config.cleaner.mode == CleanerMode::Shell;
+            let policy = restarts::pod_restarts_in_place(spec).filter(|_| shell)?;
+            Some(format!(
+                "the shell sidecar cannot ask the node whether the pod ends ({policy} restarts it in place)"
+            ))
+        }),
     };
     let exec_action = exec_action.unwrap_or_else(|| action.clone());
     match (&action, wants_sidecar, unavailable.is_none()) {

@@ -48,11 +48,9 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
         Some(Value::String(policy)) if policy == "Never" => {}
         Some(other) => return Some(format!("container restartPolicy {}", text(other))),
     }
-    match spec.field("restartPolicy") {
-        Some(Value::String(policy)) if policy == "Never" => {}
-        // The kubelet's default branch: an unset policy restarts.
-        None | Some(Value::Null) => return Some("restartPolicy Always".to_owned()),
-        Some(other) => return Some(format!("restartPolicy {}", text(other))),
+    // The kubelet's default branch: an unset policy restarts.
+    if let Some(policy) = pod_restarts_in_place(spec) {
+        return Some(policy);
     }
     let resize = container.field("resizePolicy").and_then(Value::as_array);
     resize
@@ -61,6 +59,19 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
         .filter_map(|entry| entry.field("restartPolicy"))
         .find(|policy| policy.as_str() != Some("NotRequired"))
         .map(|policy| format!("resizePolicy {}", text(policy)))
+}
+
+/// docs/DESIGN.md#the-sidecar: the pod's own `restartPolicy`, as a phrase, when it is not
+/// `Never`. Then a sandbox recreation (`computePodActions`: `CreateSandbox` unless
+/// `!shouldRestartOnFailure(pod)` once a container ran) stops every container, our sidecar
+/// with SIGTERM included, and starts them all again on the same volumes: the sidecar
+/// cannot tell that from the pod's end, so it asks the node (`--restartable`, issue 31).
+pub fn pod_restarts_in_place(spec: &Value) -> Option<String> {
+    match spec.field("restartPolicy") {
+        Some(Value::String(policy)) if policy == "Never" => None,
+        None | Some(Value::Null) => Some("restartPolicy Always".to_owned()),
+        Some(other) => Some(format!("restartPolicy {}", text(other))),
+    }
 }
 
 /// A `restartPolicyRules` anywhere in the pod: the kubelet may restart containers in

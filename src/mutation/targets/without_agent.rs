@@ -40,6 +40,21 @@ pub fn warn_fixed(container: &Value, name: &str, paths: &[String], warnings: &mu
     }
 }
 
+/// One warning per target of `container`, served by the sidecar of a pod whose
+/// `restartPolicy` (`policy`) lets the kubelet restart it in place: its SIGTERM may be a
+/// sandbox recreation's, and only the node agent can say that the pod is ending (issue
+/// 31), so without it the sidecar removes nothing, per-pod directory or not.
+pub fn warn_restartable(name: &str, paths: &[String], policy: &str, warnings: &mut Vec<String>) {
+    for path in paths {
+        warnings.push(format!(
+            "container {}: {} is not cleaned without the node agent (config nodeAgent): \
+             {policy} restarts the pod in place, and only the node can say it is ending",
+            cited(format_args!("{name:?}")),
+            cited(path)
+        ));
+    }
+}
+
 /// `path` is `at` or below it (`at` without a trailing `/`; empty is `/`).
 fn holds(at: &str, path: &str) -> bool {
     at.is_empty()
