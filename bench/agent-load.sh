@@ -12,7 +12,13 @@
 # namespace of its own chrooted into a tmpfs (as a container's), so that the node has
 # N more mount tables to read; with root and unshare only.
 #
+# The agent the installs run is `prestop-injector node-agent` (the same agent, which can
+# also ask the API server whether a pod is ending): pass that binary to measure it; it is
+# given a node name and a kubeconfig that names no reachable server (these questions do
+# not ask whether a pod is ending, so it never connects).
+#
 # Usage: bench/agent-load.sh [PRESTOP_CLEAN]   (default: target/release/prestop-clean)
+#        bench/agent-load.sh target/release/prestop-injector
 #        CLIENTS=8 REQUESTS=2000 CONTAINERS=200 bench/agent-load.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +50,16 @@ for i in $(seq "$CONTAINERS"); do
   SLEEPERS+=("$!")
 done
 sleep 1
-"$BIN" node-agent --host-root "$DIR/node" --socket "$DIR/agent.sock" --allow /mnt/scratch \
+AGENT_ARGS=()
+if [[ "$(basename "$BIN")" == prestop-injector ]]; then
+  printf '%s\n' 'apiVersion: v1' 'kind: Config' \
+    'clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]' \
+    'users: [{name: u, user: {token: unused}}]' \
+    'contexts: [{name: c, context: {cluster: c, user: u}}]' 'current-context: c' >"$DIR/kubeconfig"
+  AGENT_ARGS=(--node-name bench)
+  export KUBECONFIG="$DIR/kubeconfig"
+fi
+"$BIN" node-agent "${AGENT_ARGS[@]}" --host-root "$DIR/node" --socket "$DIR/agent.sock" --allow /mnt/scratch \
   2>"$DIR/agent.log" &
 AGENT=$!
 for _ in $(seq 100); do grep -q serving "$DIR/agent.log" 2>/dev/null && break; sleep 0.05; done

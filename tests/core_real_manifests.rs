@@ -74,16 +74,28 @@ fn statefulset_sharing_warning_recommends_what_is_enough() {
     for (mount, env) in [(fixed, json!([])), (named, by_name)] {
         let outcome = mutate(stateful_set(mount.clone(), env));
         // And, as the config names no node agent, that it is not cleaned at all
-        // without one (issue 31).
+        // without one (issue 31): a StatefulSet's pod restarts in place.
         assert_eq!(
             outcome.decision.warnings,
-            [warning.to_owned(), fixed_without_agent("app", "/scratch")],
+            [
+                warning.to_owned(),
+                restartable_without_agent("app", "/scratch", "restartPolicy Always")
+            ],
             "{mount}"
         );
         assert!(!outcome.warnings().contains("POD_NAME"));
     }
+    // A per-pod directory is not shared, but a sandbox recreation keeps the pod's uid, so
+    // its sidecar still needs the node's word (issue 31).
     let outcome = mutate(stateful_set(per_uid, by_uid));
-    assert_eq!(outcome.decision.warnings, Vec::<String>::new());
+    assert_eq!(
+        outcome.decision.warnings,
+        [restartable_without_agent(
+            "app",
+            "/scratch",
+            "restartPolicy Always"
+        )]
+    );
 }
 
 #[test]

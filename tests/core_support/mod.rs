@@ -302,6 +302,15 @@ pub fn assert_targeted(outcome: &Outcome) {
 
 /// The warning a fixed directory of `container` gets when the config names no node agent
 /// (issue 31: without the agent's word only a per-pod directory is cleaned).
+/// The warning for a target of a pod the kubelet can restart in place (`policy`: its
+/// `restartPolicy …`) when the config names no node agent (issue 31, class 3).
+pub fn restartable_without_agent(container: &str, path: &str, policy: &str) -> String {
+    format!(
+        "container {container:?}: {path} is not cleaned without the node agent (config \
+         nodeAgent): {policy} restarts the pod in place, and only the node can say it is ending"
+    )
+}
+
 pub fn fixed_without_agent(container: &str, path: &str) -> String {
     format!(
         "container {container:?}: {path} is not cleaned without the node agent (config \

@@ -366,6 +366,121 @@ siblings_are_reaped_one_by_one() {
   wait "$pid" 2>/dev/null
 }
 
+# --- issue 32, finding 1, the reaper's half: kept while a pod reaches it -----------------
+# The same layout ($HOST/os/mnt -> var/mnt, root's; the prefix $HOST/os/mnt/scratch). A
+# Job's pod whose own preStop (`sleep 60` first) is cut off by a force delete leaves its
+# files for the reaper; another pod reaches the same directory by its real path
+# ($HOST/os/var/mnt/scratch/kept) and still runs. Before the reaper resolved prefixes,
+# it opened the candidate without following the link, found it "absent", answered "not in
+# use" without looking at any pod, and its walk emptied what that pod still used. Now it
+# resolves the prefix by the rule the agent applies, keeps the directory (and says why)
+# while the pod runs, and empties it once the pod is gone.
+kept_job() { # name host-dir
+  cat <<EOF2
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: /scratch}
+spec:
+  parallelism: 1
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+      terminationGracePeriodSeconds: 90
+      # The reaper walks with the pod's own user, so it must know it (docs/REAPER.md).
+      securityContext: {runAsUser: 0, runAsGroup: 0}
+      containers:
+      - name: worker
+        image: busybox:stable
+        imagePullPolicy: IfNotPresent
+        command: [sh, -c, "echo mine > /scratch/mine; mkdir -p /scratch/d; echo y > /scratch/d/.hidden; trap 'exit 0' TERM; sleep 1000026 & wait"]
+        lifecycle: {preStop: {exec: {command: [sleep, "60"]}}}
+        volumeMounts: [{name: scratch, mountPath: /scratch}]
+      volumes:
+      - {name: scratch, hostPath: {path: $2, type: DirectoryOrCreate}}
+EOF2
+}
+reaching_pod() { # name host-dir
+  cat <<EOF2
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/inject: "false"}
+spec:
+  restartPolicy: Never
+  nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: reader
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "trap 'exit 0' TERM; sleep 1000027 & wait"]
+    volumeMounts: [{name: real, mountPath: /real}]
+  volumes:
+  - {name: real, hostPath: {path: $2, type: Directory}}
+EOF2
+}
+
+behind_link_is_kept_while_a_pod_reaches_it() {
+  local name=kept-behind-link dir="$HOST/os/mnt/scratch/kept" real="$HOST/os/var/mnt/scratch/kept"
+  local port pid config="$WORK/reaper-link-config.yaml" log="$WORK/reaper-link.log"
+  local state="$WORK/reaper-link/state.json" pod t0
+  echo "allowedHostPathPrefixes: [$HOST/os/mnt/scratch]" >"$config"
+  port=$(free_port)
+  seal_key_file
+  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$state" \
+    --seal-key-file "$SEAL_KEY_FILE" --node-root / --cleaner "$CLEANER_BIN" \
+    --delay 5s --metrics-listen "127.0.0.1:$port" >"$log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  reaper_ready() { curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; }
+  expect "the reaper is ready" wait_for 30 reaper_ready
+
+  kc create -f - <<<"$(kept_job $name "$dir")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  job_running() { [[ -n "$(running_pod_of job-name=$name)" ]]; }
+  expect "the Job's pod runs within 60 s" wait_for 60 job_running
+  pod=$(running_pod_of job-name=$name)
+  expect "it wrote through the link, where the node keeps it" wait_for 30 has_file "$real/d/.hidden"
+  recorded() { grep -qF "/kept\"" "$state" 2>/dev/null; }
+  expect "the reaper recorded its directory" wait_for 30 recorded
+  kc create -f - <<<"$(reaching_pod reader "$real")"
+  expect "another pod, on the directory's real path, is created" test "$STATUS" -eq 0
+  reader_running() { k get pod reader -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "and runs within 60 s" wait_for 60 reader_running
+
+  kc delete job $name --cascade=orphan --wait=false
+  expect "the Job is deleted, orphaning its pod (no replacement joins)" wait_for 30 eval "! k get job $name"
+  kc delete pod "$pod" --grace-period=0 --force --wait=false
+  expect "the Job's pod is force-deleted" test "$STATUS" -eq 0
+  gone() { [[ "$(processes 'sleep 1000026')" == 0 ]]; }
+  expect "the kubelet stops its container" wait_for 60 gone
+  expect "its preStop did not clean (cut off in its sleep 60)" has_file "$real/mine"
+  kept_says_why() { grep -q "keeping .*kept for now" "$log"; }
+  expect "the reaper keeps it and says why" wait_for 30 kept_says_why
+  log "behind a link, kept: $(grep "keeping .*kept for now" "$log" | tail -n 1 | cut -c1-300)"
+  t0=$(date +%s)
+  kept_for() { # seconds: the files stay that long
+    local until=$(($(date +%s) + $1))
+    while (($(date +%s) < until)); do has_file "$real/d/.hidden" || return 1; sleep 1; done
+  }
+  expect "its files stay while the other pod reaches the directory (20 s, four times the delay)" kept_for 20
+
+  kc delete pod reader --grace-period=0 --force --wait=false
+  expect "then the other pod is deleted" test "$STATUS" -eq 0
+  reader_gone() { [[ "$(processes 'sleep 1000027')" == 0 ]]; }
+  expect "the kubelet stops its container" wait_for 60 reader_gone
+  expect "the reaper empties the directory once no pod reaches it" wait_for 90 dir_empty "$real"
+  log "behind a link: emptied $(($(date +%s) - t0)) s after it was first kept: $(grep -F "emptied" "$log" | tail -n 1 | cut -c1-200)"
+  expect "the directory itself stays" test -d "$real"
+  kill "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+}
+
 run_fourth_review_scenarios() {
   if [[ -z "$CLEANER_BIN" ]]; then
     skip "the fourth review's node scenarios" "need the cleaner program and the node agent"
@@ -375,4 +490,5 @@ run_fourth_review_scenarios() {
   scenario "a symlink planted at a fixed hostPath into a running container's rootfs is refused without the agent (not this pod's own directory)" link_into_rootfs_is_refused_without_the_agent
   scenario "a prefix behind a root-owned link (RHCOS /mnt -> var/mnt) is emptied by the hook with the agent's same" symlinked_prefix_is_emptied
   scenario "sibling pods of one Job (subPathExpr \$(POD_UID)) are reaped one by one, each while the other runs" siblings_are_reaped_one_by_one
+  scenario "a prefix behind a root-owned link: the reaper keeps a gone pod's directory while another pod reaches it by its real path, then empties it" behind_link_is_kept_while_a_pod_reaches_it
 }
