@@ -28,6 +28,7 @@ mod limits;
 pub mod peer;
 pub mod protocol;
 mod server;
+mod socket;
 mod stats;
 
 pub use args::AgentArgs;

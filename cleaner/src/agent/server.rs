@@ -17,18 +17,15 @@
 //! probes fail once [`MAX_STUCK`] are, so that the kubelet restarts the agent).
 
 use std::collections::HashMap;
-use std::io::{IoSliceMut, Write};
-use std::mem::MaybeUninit;
+use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 use rustix::fs::{Mode, OFlags};
-use rustix::io::Errno;
-use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 
 use super::args::AgentArgs;
 use super::ending::PodEnding;
@@ -36,7 +33,8 @@ use super::http;
 use super::judge::{judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
 use super::peer::Peer;
-use super::protocol::{parse_request, shown, Request, MAX_REQUEST, TIMEOUT};
+use super::protocol::{shown, TIMEOUT};
+use super::socket::{listen, read_request};
 use super::stats::Stats;
 use crate::report::escape;
 
@@ -218,38 +216,6 @@ impl Drop for Place {
     }
 }
 
-/// Binds `socket` mode 0666 (pods run as any uid), after removing a stale socket there;
-/// creates its directory 0755 when missing. Anything but a socket at the path is left.
-fn listen(socket: &str) -> Result<UnixListener, String> {
-    let path = std::path::Path::new(socket);
-    if let Some(dir) = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
-    {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)))
-            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)
-            .map_err(|err| format!("cannot remove the stale socket {socket}: {err}"))?,
-        Ok(_) => return Err(format!("{socket} exists and is not a socket: not replaced")),
-        Err(_) => {}
-    }
-    // Born 0666, so that no client ever finds it stricter; the agent has no other thread
-    // yet to see this umask.
-    let umask = rustix::process::umask(Mode::from_raw_mode(0o111));
-    let bound = UnixListener::bind(path);
-    rustix::process::umask(umask);
-    let listener = bound.map_err(|err| format!("cannot listen on {socket}: {err}"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-        .map_err(|err| format!("cannot chmod {socket}: {err}"))?;
-    Ok(listener)
-}
-
 fn log(peer: &Peer, host: &[u8], answer: &str) {
     eprintln!(
         "prestop-clean node-agent: {}: {}: {answer}",
@@ -369,75 +335,5 @@ impl Answer {
             line,
             on_the_node: None,
         }
-    }
-}
-
-/// Reads one whole request within [`TIMEOUT`]: the host path, whether the pod's end is
-/// asked too, and the one descriptor. Extra descriptors are closed as they arrive; a
-/// refusal says why in a sentence.
-fn read_request(stream: &UnixStream) -> Result<(Vec<u8>, bool, OwnedFd), String> {
-    let deadline = Instant::now() + TIMEOUT;
-    let mut buf = vec![0u8; MAX_REQUEST];
-    let (mut len, mut fd, mut fds, mut truncated) = (0, None, 0usize, false);
-    let (host, ending) = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || len == MAX_REQUEST {
-            return Err(if len == MAX_REQUEST {
-                format!("the request is longer than {MAX_REQUEST} bytes")
-            } else {
-                format!("no whole request within {} s", TIMEOUT.as_secs())
-            });
-        }
-        rustix::net::sockopt::set_socket_timeout(
-            stream,
-            rustix::net::sockopt::Timeout::Recv,
-            Some(left),
-        )
-        .map_err(|err| format!("cannot set a timeout: {err}"))?;
-        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
-        let mut control = RecvAncillaryBuffer::new(&mut space);
-        let received = recvmsg(
-            stream,
-            &mut [IoSliceMut::new(&mut buf[len..])],
-            &mut control,
-            RecvFlags::CMSG_CLOEXEC,
-        );
-        let received = match received {
-            Ok(received) => received,
-            Err(Errno::INTR) => continue,
-            Err(Errno::AGAIN) => {
-                return Err(format!("no whole request within {} s", TIMEOUT.as_secs()))
-            }
-            Err(err) => return Err(format!("cannot read the request: {err}")),
-        };
-        truncated |= received.flags.contains(ReturnFlags::CTRUNC);
-        for message in control.drain() {
-            if let RecvAncillaryMessage::ScmRights(received_fds) = message {
-                for received_fd in received_fds {
-                    fds += 1;
-                    if fd.is_none() {
-                        fd = Some(received_fd);
-                    }
-                }
-            }
-        }
-        if received.bytes == 0 {
-            return Err("the request ended early".to_owned());
-        }
-        len += received.bytes;
-        match parse_request(&buf[..len]) {
-            Ok(Some(Request { host, ending })) => break (host.to_vec(), ending),
-            Ok(None) => {}
-            Err(why) => return Err(why),
-        }
-    };
-    match fd {
-        Some(fd) if fds == 1 && !truncated => Ok((host, ending, fd)),
-        _ => Err(format!(
-            "the request for {} carried {}{} descriptors, not exactly one",
-            escape(&host),
-            if truncated { "more than " } else { "" },
-            fds
-        )),
     }
 }
