@@ -541,7 +541,7 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
         );
         assert_eq!(
             agent["resources"],
-            json!({"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "32Mi"}}),
+            json!({"requests": {"cpu": "5m", "memory": "24Mi"}, "limits": {"memory": "64Mi"}}),
             "{overlay}"
         );
         assert!(agent.get("lifecycle").is_none(), "{overlay}: lifecycle");
