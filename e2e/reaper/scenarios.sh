@@ -587,6 +587,8 @@ restartable_pod_ends_on_the_nodes_word() {
   PIDS+=("$agent_pid")
   expect "prestop-injector node-agent serves, asking the API server" \
     wait_for 20 grep -q "whether a pod is ending: the API server's pods of node $NODE" "$WORK/agent.log"
+  expect "and says at start that the API server lists its node's pods" \
+    wait_for 20 grep -q "the API server lists the pods of node $NODE" "$WORK/agent.log"
 
   # The sandbox recreation: the app stopped (exit 137), the pod Running, not deleted.
   replay_status "$name" "{\"phase\": \"Running\", \"containerStatuses\": [{$app, \"ready\": false, \"restartCount\": 0, \"state\": {\"terminated\": {\"exitCode\": 137}}}]}"

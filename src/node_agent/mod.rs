@@ -59,7 +59,11 @@ pub fn run(args: NodeAgentArgs) -> anyhow::Result<ExitCode> {
         client,
         node: args.node_name,
     };
-    Ok(ExitCode::from(serve_with(&agent, Some(Arc::new(pods)))))
+    let pods = Arc::new(pods);
+    // Beside the serving, which needs no API server for its other answers.
+    let asking = pods.clone();
+    std::thread::spawn(move || asking.say_whether_it_can_list());
+    Ok(ExitCode::from(serve_with(&agent, Some(pods))))
 }
 
 /// The pods bound to this node, as the API server lists them.
@@ -70,6 +74,36 @@ struct FromApi {
 }
 
 impl FromApi {
+    /// One list at start-up, so that a missing RBAC rule or an unreachable API server is
+    /// in the log when the agent starts, not first in a cleanup's `not-ending` line. The
+    /// agent serves either way: the identity and in-use answers need no API server.
+    fn say_whether_it_can_list(&self) {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let selector = format!("spec.nodeName={}", self.node);
+        let list = ListParams::default().fields(&selector).limit(1);
+        // The timer is made inside the runtime, which it needs.
+        let listed = self.runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(10), api.list(&list)).await
+        });
+        match listed {
+            Ok(Ok(_)) => eprintln!(
+                "prestop-injector node-agent: the API server lists the pods of node {}",
+                self.node
+            ),
+            Ok(Err(err)) => eprintln!(
+                "prestop-injector node-agent: warning: cannot list the pods of node {} ({err}): \
+                 a pod that can restart in place is not cleaned until it can (it needs the API server \
+                 and RBAC list on pods)",
+                self.node
+            ),
+            Err(_) => eprintln!(
+                "prestop-injector node-agent: warning: the API server did not list the pods of \
+                 node {} within 10 s: a pod that can restart in place is not cleaned until it does",
+                self.node
+            ),
+        }
+    }
+
     /// The pod of `uid` among this node's pods (`None`: not there), read from etcd
     /// (no `resourceVersion`: never an older cache than what the kubelet acted on).
     async fn find(&self, uid: &str) -> Result<Option<Pod>, String> {

@@ -124,11 +124,26 @@ pod_log_tails() { # prefix lines
   done
 }
 
+# The node agent says at start that its account may list its node's pods (issue 31:
+# whether a pod is ending): in the log of a pod of the node DaemonSet as it is now.
+agent_lists() {
+  local selector pod
+  selector=$(k -n "$NODE_NS" get ds "$NODE_DS" -o json |
+    jq -r '.spec.selector.matchLabels | to_entries | map("\(.key)=\(.value)") | join(",")')
+  for pod in $(k -n "$NODE_NS" get pods -l "$selector" \
+    -o jsonpath='{range .items[*]}{.metadata.name}_{.metadata.uid}{"\n"}{end}'); do
+    grep -qh "the API server lists the pods of node" \
+      /var/log/pods/"$NODE_NS"_"$pod"/node-agent/*.log 2>/dev/null && return 0
+  done
+  return 1
+}
+
 # --- the scenarios ---------------------------------------------------------------------
 install_cluster_wide() {
   expect "$M: install cluster-wide with the reaper, as documented" "install_$M" cluster-wide 1
   expect "the webhook's Deployment rolls out" rollout_done "$SYSTEM_NS" deploy/prestop-injector
   expect "the node DaemonSet (agent and reaper) rolls out" rollout_done "$NODE_NS" "ds/$NODE_DS"
+  expect "the node agent lists its node's pods through the reaper's service account" wait_for 60 agent_lists
 }
 
 deployment_as_shipped() {
@@ -313,6 +328,8 @@ YAML
 namespace_opt_in() {
   expect "$M: install namespace-opt-in, as documented" "install_$M" namespace-opt-in 0
   expect "the webhook's Deployment rolls out" rollout_done "$SYSTEM_NS" deploy/prestop-injector
+  expect "the node agent's DaemonSet rolls out" rollout_done "$NODE_NS" "ds/$NODE_DS"
+  expect "the node agent lists its node's pods through its own service account" wait_for 60 agent_lists
   k create namespace e2e-optin >/dev/null
   k label ns e2e-optin kubernetes.io/metadata.name=e2e-optin prestop-injector.io/inject=enabled >/dev/null
   # Ready pods are not yet a Service that routes to them: the Endpoints update and
