@@ -199,6 +199,37 @@ fn a_prefix_behind_a_root_owned_link_is_kept_while_a_pod_reaches_it() {
     println!("child-passed");
 }
 
+/// A reaper that sees the node's own tree (`--host-root` the node's `/`, a process on the
+/// node rather than the DaemonSet) meets the operator's link itself: its walk, which
+/// follows no symlink, starts from the prefix resolved by the same rule. Before, the walk
+/// refused (`…/mnt is a symlink`) and the directory was never emptied (e2e/node
+/// `behind_link_is_kept_while_a_pod_reaches_it`).
+#[test]
+fn a_reaper_on_the_nodes_own_tree_walks_behind_the_link() {
+    if std::env::var_os(CHILD).is_none() {
+        return in_own_mount_namespace("a_reaper_on_the_nodes_own_tree_walks_behind_the_link");
+    }
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (node, root) = rhcos_node();
+        let dir = root.join("var/mnt/scratch/job");
+        assert_eq!(entries(&dir), 3);
+        let job = injected_pod("job-a", DIR);
+        let mut reaper = reaper_on(&node, &root);
+        reaper.host_root = root.clone();
+        listed(&mut reaper, &[&job]);
+        reaper.on_event(Event::Delete(job));
+        reaper.act_on_due().await;
+        assert_eq!(
+            entries(&dir),
+            0,
+            "emptied behind the link: {}",
+            reaper.metrics.encode()
+        );
+        assert!(reaper.ledger.records().is_empty());
+    });
+    println!("child-passed");
+}
+
 #[test]
 fn a_prefix_behind_a_users_link_is_kept_and_unknown() {
     if std::env::var_os(CHILD).is_none() {

@@ -474,7 +474,11 @@ behind_link_is_kept_while_a_pod_reaches_it() {
   expect "then the other pod is deleted" test "$STATUS" -eq 0
   reader_gone() { [[ "$(processes 'sleep 1000027')" == 0 ]]; }
   expect "the kubelet stops its container" wait_for 60 reader_gone
-  expect "the reaper empties the directory once no pod reaches it" wait_for 90 dir_empty "$real"
+  if ! wait_for 90 dir_empty "$real"; then
+    FAILS+=("the reaper empties the directory once no pod reaches it")
+    echo "    the reaper's log:" >&2
+    tail -n 25 "$log" | cut -c1-600 | sed 's/^/      /' >&2
+  fi
   log "behind a link: emptied $(($(date +%s) - t0)) s after it was first kept: $(grep -F "emptied" "$log" | tail -n 1 | cut -c1-200)"
   expect "the directory itself stays" test -d "$real"
   kill "$pid" 2>/dev/null
