@@ -300,20 +300,30 @@ spec:
 EOF2
 }
 
-siblings_are_reaped_one_by_one() {
-  local jobs="$HOST/reaped/jobs" name=siblings port pid config="$WORK/reaper-siblings-config.yaml"
-  local log="$WORK/reaper-siblings.log" state="$WORK/reaper-siblings/state.json"
-  mkdir -p "$HOST/reaped"
-  echo "allowedHostPathPrefixes: [$HOST/reaped]" >"$config"
+# A node reaper of the scenario's own (a process on the node: --node-root /, --delay 5s),
+# allowed below PREFIX, its log and state under $WORK/reaper-NAME; sets SCENARIO_REAPER_PID,
+# SCENARIO_REAPER_LOG and SCENARIO_REAPER_STATE; true once it is ready.
+start_scenario_reaper() { # name prefix
+  local config="$WORK/reaper-$1-config.yaml" port
+  SCENARIO_REAPER_LOG="$WORK/reaper-$1.log"
+  SCENARIO_REAPER_STATE="$WORK/reaper-$1/state.json"
+  echo "allowedHostPathPrefixes: [$2]" >"$config"
   port=$(free_port)
   seal_key_file
-  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$state" \
+  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$SCENARIO_REAPER_STATE" \
     --seal-key-file "$SEAL_KEY_FILE" --node-root / --cleaner "$CLEANER_BIN" \
-    --delay 5s --metrics-listen "127.0.0.1:$port" >"$log" 2>&1 &
-  pid=$!
-  PIDS+=("$pid")
+    --delay 5s --metrics-listen "127.0.0.1:$port" >"$SCENARIO_REAPER_LOG" 2>&1 &
+  SCENARIO_REAPER_PID=$!
+  PIDS+=("$SCENARIO_REAPER_PID")
   reaper_ready() { curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; }
-  expect "the reaper is ready" wait_for 30 reaper_ready
+  wait_for 30 reaper_ready
+}
+
+siblings_are_reaped_one_by_one() {
+  local jobs="$HOST/reaped/jobs" name=siblings
+  mkdir -p "$HOST/reaped"
+  expect "the reaper is ready" start_scenario_reaper siblings "$HOST/reaped"
+  local pid=$SCENARIO_REAPER_PID log=$SCENARIO_REAPER_LOG state=$SCENARIO_REAPER_STATE
 
   kc create -o json -f - <<<"$(sibling_job $name "$jobs")"
   expect "create succeeds" test "$STATUS" -eq 0
@@ -427,18 +437,9 @@ EOF2
 
 behind_link_is_kept_while_a_pod_reaches_it() {
   local name=kept-behind-link dir="$HOST/os/mnt/scratch/kept" real="$HOST/os/var/mnt/scratch/kept"
-  local port pid config="$WORK/reaper-link-config.yaml" log="$WORK/reaper-link.log"
-  local state="$WORK/reaper-link/state.json" pod t0
-  echo "allowedHostPathPrefixes: [$HOST/os/mnt/scratch]" >"$config"
-  port=$(free_port)
-  seal_key_file
-  "$BIN" reap --node-name "$NODE_NAME" --config "$config" --state-file "$state" \
-    --seal-key-file "$SEAL_KEY_FILE" --node-root / --cleaner "$CLEANER_BIN" \
-    --delay 5s --metrics-listen "127.0.0.1:$port" >"$log" 2>&1 &
-  pid=$!
-  PIDS+=("$pid")
-  reaper_ready() { curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; }
-  expect "the reaper is ready" wait_for 30 reaper_ready
+  local pod t0
+  expect "the reaper is ready" start_scenario_reaper link "$HOST/os/mnt/scratch"
+  local pid=$SCENARIO_REAPER_PID log=$SCENARIO_REAPER_LOG state=$SCENARIO_REAPER_STATE
 
   kc create -f - <<<"$(kept_job $name "$dir")"
   expect "create succeeds" test "$STATUS" -eq 0
