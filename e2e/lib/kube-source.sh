@@ -6,6 +6,9 @@
 # shellcheck shell=bash
 
 KUBE_REFLECT2_SRC=/usr/share/gocode/src/github.com/modern-go/reflect2
+# The Go that builds the v1.20.2 tree: Debian's 1.19, never whatever `go` is on PATH (the
+# polyglot machines carry Go 1.26, which the 2021 tree and its vendored modules predate).
+KUBE_GO_1_20=/usr/lib/go-1.19/bin/go
 
 # Downloads the source package into DIR unless its tarball is there: a deb-src entry for
 # bookworm (and its security suite, which carries the deb12u1 revision) for this download
@@ -84,6 +87,7 @@ kube_build() { # tree gocache version-file cache version name...
   (
     cd "$tree"
     export CGO_ENABLED=0 GOTOOLCHAIN=local GOPROXY=off GOFLAGS=
+    export PATH="$(dirname "$KUBE_GO_1_20"):$PATH" GOROOT="$(dirname "$(dirname "$KUBE_GO_1_20")")"
     export KUBE_GIT_VERSION_FILE="$version_file"
     # kubelet links cgo by default; the node suite runs it static, like the others.
     export KUBE_STATIC_OVERRIDES=kubelet

@@ -30,7 +30,7 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 need=()
-command -v go >/dev/null || need+=(golang-go)
+[[ -x "$KUBE_GO_1_20" ]] || need+=(golang-1.19-go)
 [[ -f "$KUBE_REFLECT2_SRC/reflect2.go" ]] || need+=(golang-github-modern-go-reflect2-dev)
 command -v make >/dev/null || need+=(make)
 command -v rsync >/dev/null || need+=(rsync)
