@@ -54,6 +54,7 @@ pub mod duration;
 pub mod json_diff;
 pub mod kube_version;
 pub mod mutation;
+pub mod node;
 pub mod node_agent;
 pub mod reaper;
 pub mod seal_keys;

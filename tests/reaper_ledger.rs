@@ -32,6 +32,7 @@ fn pod(uid: usize, uses: Vec<HostPath>, cleanable: Vec<String>) -> PodFacts {
         users: Default::default(),
         refused: Vec::new(),
         claims: Vec::new(),
+        ended: false,
     }
 }
 
@@ -196,6 +197,67 @@ fn restored_records_wait_for_the_first_list() {
     assert_eq!(due_dirs(&mut ledger, t0 + DELAY), ["/s/a"]);
 }
 
+fn ended(mut facts: PodFacts) -> PodFacts {
+    facts.ended = true;
+    facts
+}
+
+/// Issue 38, class 1: the kubelet ends a pod without a deletion (a node-pressure
+/// eviction, a graceful node shutdown, `activeDeadlineSeconds`, a `Never` Job's end) and
+/// its object stays `Failed` or `Succeeded` for ever. Its directory is emptied after the
+/// delay all the same, counted from the update that first shows it ended; later updates of
+/// the ended pod do not hold it back.
+#[test]
+fn a_pod_the_kubelet_ended_while_its_object_stays_has_its_directory_emptied() {
+    let t0 = Instant::now();
+    let mut ledger = Ledger::new(DELAY);
+    ledger.list_started();
+    ledger.apply(&injected(1, "/s/a"), t0);
+    ledger.list_done(t0);
+    assert!(due_dirs(&mut ledger, t0 + DELAY * 10).is_empty(), "running");
+    let t1 = t0 + DELAY * 10;
+    ledger.apply(&ended(injected(1, "/s/a")), t1);
+    assert_eq!(ledger.why_kept("/s/a"), "delay");
+    // The kubelet's last status write, a label: no new clock.
+    ledger.apply(&ended(injected(1, "/s/a")), t1 + DELAY / 2);
+    assert!(due_dirs(&mut ledger, t1 + DELAY - Duration::from_millis(1)).is_empty());
+    assert_eq!(due_dirs(&mut ledger, t1 + DELAY), ["/s/a"]);
+    ledger.finished("/s/a");
+    // Its object still listed (every update, every relist), it records nothing again.
+    assert!(!ledger.apply(&ended(injected(1, "/s/a")), t1 + DELAY * 2));
+    ledger.list_started();
+    ledger.apply(&ended(injected(1, "/s/a")), t1 + DELAY * 3);
+    ledger.list_done(t1 + DELAY * 3);
+    assert!(ledger.records().is_empty());
+    assert!(due_dirs(&mut ledger, t1 + DELAY * 10).is_empty());
+}
+
+/// An ended pod uses nothing, so another pod's directory on its line is not held by it;
+/// one that is not ended (crash-looping, pending, between init containers, terminating)
+/// still holds it.
+#[test]
+fn an_ended_pod_holds_no_directory_and_a_pod_that_may_run_again_does() {
+    let t0 = Instant::now();
+    let mut ledger = Ledger::new(DELAY);
+    ledger.list_started();
+    ledger.apply(&injected(1, "/s/a"), t0);
+    ledger.apply(&pod(2, vec![exact("/s")], vec![]), t0);
+    ledger.list_done(t0);
+    ledger.delete("uid-1", t0);
+    assert!(
+        due_dirs(&mut ledger, t0 + DELAY * 3).is_empty(),
+        "pod 2 may run"
+    );
+    assert_eq!(ledger.why_kept("/s/a"), "pod_uses");
+    let t1 = t0 + DELAY * 3;
+    ledger.apply(&ended(pod(2, vec![exact("/s")], vec![])), t1);
+    assert!(ledger.is_free("/s/a"));
+    assert_eq!(ledger.live_pods().count(), 0);
+    assert_eq!(ledger.known_pods().count(), 1);
+    ledger.postpone("/s/a", t1);
+    assert_eq!(due_dirs(&mut ledger, t1 + DELAY), ["/s/a"]);
+}
+
 /// One step of a random history.
 #[derive(Debug, Clone)]
 enum Step {
@@ -207,6 +269,8 @@ enum Step {
         records: Vec<bool>,
     },
     Delete(usize),
+    /// The pod ends for good while its object stays (terminal, nothing running).
+    End(usize),
     ListStarted,
     ListDone,
     WatchLost,
@@ -219,6 +283,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0..6usize, prop::collection::vec((0..DIRS.len(), any::<bool>()), 0..3), prop::collection::vec(any::<bool>(), 3))
             .prop_map(|(uid, uses, records)| Step::Apply { uid, uses, records }),
         3 => (0..6usize).prop_map(Step::Delete),
+        2 => (0..6usize).prop_map(Step::End),
         1 => Just(Step::ListStarted),
         1 => Just(Step::ListDone),
         1 => Just(Step::WatchLost),
@@ -239,10 +304,12 @@ struct Model {
 }
 
 impl Model {
+    /// The pods that may use a directory: known and not ended.
     fn known(&self) -> impl Iterator<Item = &PodFacts> {
         self.pods
             .values()
             .chain(self.listing.iter().flat_map(|l| l.values()))
+            .filter(|pod| !pod.ended)
     }
 
     fn busy(&self, dir: &str) -> bool {
@@ -295,6 +362,17 @@ proptest! {
                     match &mut model.listing {
                         Some(listing) => { listing.insert(*uid, facts); }
                         None => { model.pods.insert(*uid, facts); }
+                    }
+                }
+                Step::End(uid) => {
+                    let known = model.listing.as_ref().and_then(|l| l.get(uid)).or_else(|| model.pods.get(uid));
+                    if let Some(facts) = known.cloned() {
+                        let facts = ended(facts);
+                        ledger.apply(&facts, at(now));
+                        match &mut model.listing {
+                            Some(listing) => { listing.insert(*uid, facts); }
+                            None => { model.pods.insert(*uid, facts); }
+                        }
                     }
                 }
                 Step::Delete(uid) => {

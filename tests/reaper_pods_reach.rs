@@ -49,6 +49,11 @@ fn finished() -> Value {
     json!({"phase": "Succeeded"})
 }
 
+fn finished_but_running() -> Value {
+    json!({"phase": "Succeeded", "containerStatuses": [{"name": "c", "ready": true,
+        "restartCount": 0, "image": "busybox", "imageID": "", "state": {"running": {}}}]})
+}
+
 /// A pod bound to node-a, not injected, with `volume` mounted at /v (`mount` adds to the
 /// mount: a subPath, a subPathExpr).
 fn bound_pod(name: &str, status: Value, volume: Value, mount: Value) -> Pod {
@@ -139,13 +144,32 @@ async fn pending_pod_keeps_the_directory() {
 }
 
 #[tokio::test]
-async fn finished_pod_keeps_the_directory() {
+async fn finished_pod_that_may_still_run_keeps_the_directory() {
     let node = Node::new();
     // A chain of two symlinks.
     link(&node, "/data/alias", DIR);
     link(&node, "/data/done", "/data/alias");
-    let user = host_path_pod("done", finished(), "/data/done");
+    // `Succeeded` written while a container still runs (a kubelet before 1.24).
+    let user = host_path_pod("done", finished_but_running(), "/data/done");
     kept_until_the_pod_goes(&node, user, None).await;
+}
+
+/// Issue 38, class 1: a pod that has ended (terminal, nothing running) starts nothing
+/// again, so it reaches nothing, whatever its spec says. Before, it kept the directory for
+/// as long as its object stayed: for ever, for a Job's failed pod.
+#[tokio::test]
+async fn an_ended_pod_no_longer_keeps_the_directory() {
+    let node = Node::new();
+    link(&node, "/data/alias", DIR);
+    link(&node, "/data/done", "/data/alias");
+    let user = host_path_pod("done", finished(), "/data/done");
+    let (reaper, dir) = one_round(&node, &[&user], None).await;
+    assert_eq!(
+        entries(&dir),
+        0,
+        "emptied while the ended pod is still listed"
+    );
+    assert!(reaper.ledger.records().is_empty());
 }
 
 #[tokio::test]
@@ -196,7 +220,7 @@ async fn pod_above_the_directory_keeps_it() {
 async fn pod_below_the_directory_keeps_it() {
     let node = Node::new();
     link(&node, "/data/down", "/mnt/scratch/job/nested");
-    let user = host_path_pod("down", finished(), "/data/down");
+    let user = host_path_pod("down", crash_looping(), "/data/down");
     kept_until_the_pod_goes(&node, user, None).await;
 }
 
@@ -537,6 +561,7 @@ async fn a_round_of_300_pods_is_cheap() {
             },
             uses,
             claims: Vec::new(),
+            ended: false,
         });
     }
     let location = node.on_host(DIR);
@@ -569,6 +594,7 @@ fn known(name: &str, paths: &[&str]) -> KnownPod {
         },
         uses: paths.iter().map(|p| exact(p)).collect(),
         claims: Vec::new(),
+        ended: false,
     }
 }
 

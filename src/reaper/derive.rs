@@ -43,6 +43,9 @@ pub struct PodFacts {
     pub uses: Vec<HostPath>,
     /// The PersistentVolumeClaims its volumes name ([`pod_claims`]).
     pub claims: Vec<String>,
+    /// The pod has ended for good while its object remains ([`crate::node::ended`]): it
+    /// uses nothing any more, and what it recorded may be emptied (issue 38, class 1).
+    pub ended: bool,
     /// Exact host directories the pod's injected cleanup may empty, each once.
     pub cleanable: Vec<String>,
     /// The user each cleanable directory would be emptied as.
@@ -100,6 +103,13 @@ pub fn pod_facts_with(
             },
         ),
         claims: pod_claims(pod),
+        ended: pod
+            .get("status")
+            .and_then(|status| {
+                <k8s_openapi::api::core::v1::PodStatus as serde::Deserialize>::deserialize(status)
+                    .ok()
+            })
+            .is_some_and(|status| crate::node::ended::status_has_ended(&status)),
         cleanable: Vec::new(),
         users: BTreeMap::new(),
         refused: Vec::new(),

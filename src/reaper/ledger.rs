@@ -4,10 +4,16 @@
 //! only when
 //! - the ledger is in sync with the API server (a complete list of the node's pods has
 //!   been seen since the last watch failure),
-//! - no pod that recorded it is still known,
-//! - no known pod uses it, a directory above it or one below it,
+//! - no pod that recorded it is still live (known and not ended),
+//! - no live pod uses it, a directory above it or one below it,
 //! - and it has been free for at least the delay: the clock starts when the last pod that
-//!   recorded it is gone, and starts again whenever a pod that uses it appears.
+//!   recorded it is gone or has ended, and starts again whenever a pod that uses it
+//!   appears.
+//!
+//! A pod that has ended ([`crate::node::ended`]: terminal, nothing running) counts as gone
+//! although its object remains (issue 38, class 1): an evicted pod, one past its
+//! `activeDeadlineSeconds`, a finished `Never` Job's pod. The kubelet starts nothing in it
+//! again, and its object may stay for ever.
 //!
 //! Records survive restarts through [`Ledger::records`] (the state file); known pods do
 //! not: they come from the next list.
@@ -15,7 +21,7 @@
 use super::derive::PodFacts;
 use super::user::RecordedUser;
 use crate::mutation::targets::HostPath;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// A pod that recorded a directory, for messages.
@@ -45,6 +51,8 @@ pub struct KnownPod {
     pub uses: Vec<HostPath>,
     /// Its PersistentVolumeClaims (in its namespace): what they reach is only in the API.
     pub claims: Vec<String>,
+    /// It has ended for good: it uses nothing and holds no record.
+    pub ended: bool,
 }
 
 impl KnownPod {
@@ -60,6 +68,7 @@ impl KnownPod {
             },
             uses: facts.uses.clone(),
             claims: facts.claims.clone(),
+            ended: facts.ended,
         }
     }
 }
@@ -84,6 +93,9 @@ pub struct Ledger {
     synced: bool,
     /// Recorded directories whose pods are all gone → when they are due.
     pending: BTreeMap<String, Instant>,
+    /// (uid, directory): dealt with while that pod had ended and was still listed, so
+    /// its later updates (the kubelet's last status, every relist) record it no more.
+    dealt_with: HashSet<(String, String)>,
 }
 
 impl Ledger {
@@ -123,10 +135,19 @@ impl Ledger {
             Some(listing) => listing.insert(pod.uid.clone(), KnownPod::of(pod)),
             None => self.pods.insert(pod.uid.clone(), KnownPod::of(pod)),
         };
-        self.restart_clocks(&pod.uses, now);
-        // Volumes of a pod do not change, but should a use ever vanish in an update, it
-        // was a use until now.
-        self.restart_clocks(&before.map(|known| known.uses).unwrap_or_default(), now);
+        // A live pod uses its directories now. An ended one used them until it ended,
+        // which is now when this update is the first to show it; later updates of an
+        // ended pod (the kubelet's last status, a label) restart nothing.
+        let was_live = before.as_ref().is_none_or(|known| !known.ended);
+        if !pod.ended || was_live {
+            self.restart_clocks(&pod.uses, now);
+            // Volumes of a pod do not change, but should a use ever vanish in an update,
+            // it was a use until now.
+            self.restart_clocks(&before.map(|known| known.uses).unwrap_or_default(), now);
+        }
+        if pod.ended {
+            self.schedule_orphans(now);
+        }
         changed
     }
 
@@ -141,6 +162,7 @@ impl Ledger {
         for known in [self.pods.remove(uid), listed].into_iter().flatten() {
             self.restart_clocks(&known.uses, now);
         }
+        self.dealt_with.retain(|(pod, _)| pod != uid);
         self.schedule_orphans(now);
     }
 
@@ -166,6 +188,8 @@ impl Ledger {
                 .collect();
             self.pods = listing;
             self.restart_clocks(&gone, now);
+            let pods = &self.pods;
+            self.dealt_with.retain(|(uid, _)| pods.contains_key(uid));
         }
         self.synced = true;
         self.schedule_orphans(now);
@@ -188,6 +212,8 @@ impl Ledger {
                 claims: Vec::new(),
                 ..listed.clone()
             });
+            // Ended only if both say so: an ended pod never lives again.
+            known.ended &= listed.ended;
             for host in listed.uses {
                 if !known.uses.contains(&host) {
                     known.uses.push(host);
@@ -245,7 +271,11 @@ impl Ledger {
 
     /// The directory was emptied (or reported, or refused): it is no longer recorded.
     pub fn finished(&mut self, directory: &str) {
-        self.records.remove(directory);
+        for pod in self.records.remove(directory).unwrap_or_default() {
+            if self.is_known(&pod.uid) {
+                self.dealt_with.insert((pod.uid, directory.to_owned()));
+            }
+        }
         self.pending.remove(directory);
     }
 
@@ -256,22 +286,34 @@ impl Ledger {
         self.synced && !self.is_recorded_by_known_pod(directory) && !self.is_in_use(directory)
     }
 
-    /// Whether a known pod uses `directory`, a directory above it or one below it.
+    /// Whether a live pod uses `directory`, a directory above it or one below it.
     pub fn is_in_use(&self, directory: &str) -> bool {
-        self.known_pods()
+        self.live_pods()
             .any(|known| known.uses.iter().any(|host| host.may_overlap(directory)))
     }
 
-    /// Every pod known now (those of a list under way included), in any phase: the
-    /// check before a walk resolves what each reaches on the node.
+    /// Every pod known now (those of a list under way included), in any phase.
     pub fn known_pods(&self) -> impl Iterator<Item = &KnownPod> {
         self.pods
             .values()
             .chain(self.listing.iter().flat_map(|l| l.values()))
     }
 
+    /// Every known pod that has not ended (running, pending, between init containers,
+    /// restarting, terminating): the check before a walk resolves what each reaches on
+    /// the node.
+    pub fn live_pods(&self) -> impl Iterator<Item = &KnownPod> {
+        self.known_pods().filter(|known| !known.ended)
+    }
+
     pub fn is_known(&self, uid: &str) -> bool {
         self.pods.contains_key(uid) || self.listing.as_ref().is_some_and(|l| l.contains_key(uid))
+    }
+
+    /// Known and not ended: as last listed, and in a list under way.
+    pub fn is_live(&self, uid: &str) -> bool {
+        let live = |pods: &HashMap<String, KnownPod>| pods.get(uid).is_some_and(|k| !k.ended);
+        live(&self.pods) || self.listing.as_ref().is_some_and(live)
     }
 
     /// Why a recorded directory is not emptied now, as far as the ledger knows (the
@@ -291,12 +333,19 @@ impl Ledger {
     fn is_recorded_by_known_pod(&self, directory: &str) -> bool {
         self.records
             .get(directory)
-            .is_some_and(|pods| pods.iter().any(|pod| self.is_known(&pod.uid)))
+            .is_some_and(|pods| pods.iter().any(|pod| self.is_live(&pod.uid)))
     }
 
     fn record(&mut self, pod: &PodFacts) -> bool {
         let mut changed = false;
         for directory in &pod.cleanable {
+            if pod.ended
+                && self
+                    .dealt_with
+                    .contains(&(pod.uid.clone(), directory.clone()))
+            {
+                continue;
+            }
             let user = pod.users.get(directory).cloned().unwrap_or_default();
             let pods = self.records.entry(directory.clone()).or_default();
             match pods.iter_mut().find(|p| p.uid == pod.uid) {

@@ -229,7 +229,7 @@ impl Reaper {
         let check = users::Check {
             node_root: self.node_root.clone(),
             client: self.api.clone(),
-            pods: self.ledger.known_pods().cloned().collect(),
+            pods: self.ledger.live_pods().cloned().collect(),
             prefixes: self.config.allowed_host_path_prefixes.clone(),
             read_only_views_keep: self.read_only_views_keep,
         };
@@ -245,7 +245,7 @@ impl Reaper {
         users::Check {
             node_root: self.node_root.clone(),
             client: self.api.clone(),
-            pods: self.ledger.known_pods().cloned().collect(),
+            pods: self.ledger.live_pods().cloned().collect(),
             prefixes: self.config.allowed_host_path_prefixes.clone(),
             read_only_views_keep: self.read_only_views_keep,
         }

@@ -3,8 +3,9 @@
 //! A round asks, for the candidate:
 //! 1. the running containers and the node's own mounts ([`in_use::check`], mountinfo):
 //!    catches what no spec shows (a bind mount made by hand, CSI);
-//! 2. every pod bound to the node that the watch knows, in any phase (running,
-//!    crash-looping, pending, finished, terminating): each of its hostPath uses and the
+//! 2. every pod bound to the node that the watch knows and that has not ended (running,
+//!    crash-looping, pending, between init containers, terminating; an ended pod, terminal
+//!    with nothing running, starts nothing again): each of its hostPath uses and the
 //!    hostPath/local volumes of its claims ([`claims`], from the API), resolved on the
 //!    node as the kubelet's mount would resolve them ([`on_node`]), and compared with the
 //!    candidate by identity ([`reach::decide`]).
@@ -115,6 +116,9 @@ impl Repeat {
                 let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner());
                 arrivals
                     .iter()
+                    // An ended pod uses nothing (the one whose directory this is, seen
+                    // again by the walk's watch, among them).
+                    .filter(|pod| !pod.ended)
                     .filter(|pod| !self.pods.iter().any(|known| known.pod.uid == pod.pod.uid))
                     .cloned()
                     .collect()

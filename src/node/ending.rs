@@ -5,17 +5,30 @@
 //! it for good, whatever it restarted before), when it has finished (`phase` `Succeeded`
 //! or `Failed`: the kubelet starts nothing again), or, with `restartPolicy: OnFailure`,
 //! when every app container has exited 0 (the kubelet starts none of them again and now
-//! stops the sidecars; the phase follows a moment later). Anything else — `Running`
-//! with containers stopped, as during a sandbox recreation or a restart in place — is
-//! not, and a pod the API server does not list on this node is not either: that is a
-//! force-deleted pod (the node reaper's case) or a misconfigured node name, and only the
-//! first is safe to clean, which nothing here can tell.
+//! stops the sidecars; the phase follows a moment later).
+//!
+//! It is also ending when the kubelet ends it without a deletion (issue 38, class 1),
+//! which since 1.24 it does while the phase still says `Running` (`mergePodStatus` holds
+//! the terminal phase back until every container has stopped, so the cleanup's SIGTERM
+//! comes first):
+//! - a `DisruptionTarget` condition that is `True`: the kubelet writes it before it
+//!   kills the pod for a node-pressure eviction or a graceful node shutdown
+//!   (`TerminationByKubelet`), as the API server does for an eviction, a preemption or
+//!   a taint (a deletion follows those);
+//! - its `activeDeadlineSeconds` have run out since `status.startTime`, on the node's
+//!   clock, which is the kubelet's (`pastActiveDeadline`).
+//!
+//! Anything else — `Running` with containers stopped, as during a sandbox recreation or a
+//! restart in place — is not, and a pod the API server does not list on this node is not
+//! either: that is a force-deleted pod (the node reaper's case) or a misconfigured node
+//! name, and only the first is safe to clean, which nothing here can tell.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::chrono::{DateTime, Utc};
 
-/// `Ok` when `pod` (the pod of `uid` among node `node`'s, if listed) is ending; else one
-/// sentence saying what the API server shows.
-pub fn decide(pod: Option<&Pod>, uid: &str, node: &str) -> Result<(), String> {
+/// `Ok` when `pod` (the pod of `uid` among node `node`'s, if listed) is ending at `now`
+/// (the node's clock); else one sentence saying what the API server shows.
+pub fn decide(pod: Option<&Pod>, uid: &str, node: &str, now: DateTime<Utc>) -> Result<(), String> {
     let Some(pod) = pod else {
         return Err(format!(
             "the API server lists no pod of uid {uid} on node {node} (deleted with --force, \
@@ -35,7 +48,23 @@ pub fn decide(pod: Option<&Pod>, uid: &str, node: &str) -> Result<(), String> {
     if matches!(phase, "Succeeded" | "Failed") {
         return Ok(());
     }
+    if status.is_some_and(|status| {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|condition| condition.type_ == "DisruptionTarget" && condition.status == "True")
+    }) {
+        return Ok(());
+    }
     let spec = pod.spec.as_ref();
+    let deadline = spec.and_then(|spec| spec.active_deadline_seconds);
+    let started = status.and_then(|status| status.start_time.as_ref());
+    if let (Some(deadline), Some(started)) = (deadline, started) {
+        if now.signed_duration_since(started.0).num_seconds() >= deadline {
+            return Ok(());
+        }
+    }
     let policy = spec
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or("Always");
@@ -105,8 +134,12 @@ mod tests {
                "state": {"running": {}}})
     }
 
+    fn now() -> DateTime<Utc> {
+        "2026-12-05T12:00:00Z".parse().expect("a time")
+    }
+
     fn decided(pod: &Pod) -> Result<(), String> {
-        decide(Some(pod), UID, "node-a")
+        decide(Some(pod), UID, "node-a", now())
     }
 
     /// The kubelet's order in a sandbox recreation (`computePodActions`: `KillPod` +
@@ -184,7 +217,7 @@ mod tests {
     /// given another node's name. Only the first is safe, so neither is cleaned here.
     #[test]
     fn a_pod_the_api_server_does_not_list_is_not_known_to_end() {
-        let why = decide(None, UID, "node-a").expect_err("unknown");
+        let why = decide(None, UID, "node-a", now()).expect_err("unknown");
         assert!(
             why.contains(&format!("no pod of uid {UID} on node node-a")),
             "{why}"
@@ -201,5 +234,51 @@ mod tests {
         pod.spec.as_mut().expect("spec").restart_policy = None;
         let why = decided(&pod).expect_err("Always");
         assert!(why.contains("restartPolicy Always"), "{why}");
+    }
+
+    /// Class 1 of issue 38: the kubelet evicts the pod (node pressure) or shuts the node
+    /// down. It writes `DisruptionTarget` (`TerminationByKubelet`) and only then kills the
+    /// containers, the sidecar last; the phase stays `Running` until all have stopped.
+    #[test]
+    fn a_pod_the_kubelet_evicts_is_ending_while_its_phase_still_says_running() {
+        for reason in [
+            "TerminationByKubelet",
+            "EvictionByEvictionAPI",
+            "PreemptionByScheduler",
+        ] {
+            let pod = pod(
+                "OnFailure",
+                json!({"status": {"phase": "Running",
+                    "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason}],
+                    "containerStatuses": [terminated("app", 137), running("uploader", 0)]}}),
+            );
+            assert_eq!(decided(&pod), Ok(()), "{reason}");
+        }
+        let not_true = pod(
+            "OnFailure",
+            json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "False"}]}}),
+        );
+        assert!(decided(&not_true).is_err());
+    }
+
+    /// Class 1 of issue 38: a pod's `activeDeadlineSeconds` run out. The kubelet kills it
+    /// with no condition and the phase held at `Running`: the node's clock decides, as
+    /// the kubelet's does.
+    #[test]
+    fn a_pod_past_its_active_deadline_is_ending() {
+        let started = |seconds_ago: i64| {
+            let at = now() - k8s_openapi::chrono::Duration::seconds(seconds_ago);
+            let mut pod = pod("OnFailure", json!({"spec": {"activeDeadlineSeconds": 60}}));
+            pod.status.as_mut().expect("status").start_time =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at));
+            pod
+        };
+        assert_eq!(decided(&started(60)), Ok(()));
+        assert_eq!(decided(&started(3600)), Ok(()));
+        assert!(decided(&started(59)).is_err());
+        // Not started yet: no deadline runs.
+        let mut unstarted = started(3600);
+        unstarted.status.as_mut().expect("status").start_time = None;
+        assert!(decided(&unstarted).is_err());
     }
 }
