@@ -273,8 +273,12 @@ fn assert_runs_the_node_agent(label: &str, objects: &[Value], name: &str) {
         let role = binding["roleRef"]["name"].as_str().expect("a role");
         assert_eq!(
             find(objects, "ClusterRole", role)["rules"],
-            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]),
-            "{label}: list and watch Pods, nothing else"
+            json!([
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+                {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
+                 "verbs": ["get"]}
+            ]),
+            "{label}: list and watch Pods, get claims and volumes, nothing else"
         );
     }
 }

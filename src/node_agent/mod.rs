@@ -15,8 +15,13 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use prestop_clean::agent::{serve_with, AgentArgs, PodEnding};
 
+pub mod others;
+
+use crate::config::Config;
 use crate::node::ending;
 use crate::node::pods::NodePods;
+use crate::reaper::in_use::Busy;
+use others::Others;
 
 /// How long one question may wait for the picture to show the pod ending: the cleaner
 /// waits [`prestop_clean::agent::TIMEOUT`] (5 s) for the whole answer, and the judgement
@@ -57,10 +62,22 @@ pub fn run(args: NodeAgentArgs) -> anyhow::Result<ExitCode> {
         .block_on(kube::Client::try_default())
         .context("node-agent: connecting to the API server (in-cluster config or kubeconfig)")?;
     let pods = NodePods::new();
-    runtime.spawn(pods.clone().follow(client, args.node_name.clone()));
+    runtime.spawn(pods.clone().follow(client.clone(), args.node_name.clone()));
+    let others = Others {
+        pods: pods.clone(),
+        own: others::own_pod(),
+        node_root: agent.host_root.clone().into(),
+        config: Config {
+            allowed_host_path_prefixes: agent.allow.clone(),
+            ..Config::default()
+        },
+        client: Some(client),
+        runtime: runtime.handle().clone(),
+    };
     let source = Arc::new(FromWatch {
         _runtime: runtime,
         pods,
+        others,
         node: args.node_name,
     });
     // Beside the serving, which needs no API server for its other answers.
@@ -74,6 +91,7 @@ struct FromWatch {
     /// Runs the watch; kept for as long as the agent serves.
     _runtime: tokio::runtime::Runtime,
     pods: NodePods,
+    others: Others,
     node: String,
 }
 
@@ -106,6 +124,13 @@ impl PodEnding for FromWatch {
             let pod = picture.pod(uid).map(|pod| pod.as_ref());
             ending::decide(pod, uid, &self.node, k8s_openapi::chrono::Utc::now())
         })
+    }
+
+    fn others_reach(&self, asker: Option<&str>, host: &[u8]) -> Result<(), Busy> {
+        let host = std::str::from_utf8(host).map_err(|_| {
+            Busy::Unknown("the host path is not UTF-8, as no pod spec's is".to_owned())
+        })?;
+        self.others.check(asker, host)
     }
 
     fn describe(&self) -> String {

@@ -10,13 +10,28 @@
 //! (`src/node_agent`); this crate has no API client, so `prestop-clean node-agent`
 //! refuses every such question.
 
-/// Where the agent learns whether a pod is ending.
+/// What the agent learns of the node's pods from the API server: whether a pod is ending,
+/// and which pods may use a directory that no process uses at the instant.
 pub trait PodEnding: Send + Sync {
     /// `Ok` when the pod of uid `uid` (known from the kernel, never from the request) is
     /// being deleted or has finished for good; else one sentence saying what the source
     /// shows instead. It answers within about a second and a half: the cleaner waits
     /// [`TIMEOUT`](super::TIMEOUT) for the whole answer, the judgement included.
     fn ending(&self, uid: &str) -> Result<(), String>;
+
+    /// Whether a pod bound to the node, other than the asking one (`asker`, from the
+    /// kernel) and not ended, reaches the node's directory `host` by its spec: its
+    /// hostPath volumes and mounts (`subPath`, `subPathExpr`), its claims' volumes,
+    /// resolved on the node (issue 38, class 4). A pod with no process at the instant
+    /// uses it all the same: bound but not started, between two init containers,
+    /// crash-looping, a Job's replacement still pulling its image. `Err(InUse)` names the
+    /// pod (the agent's log only); `Err(Unknown)` when it cannot be told, never free.
+    /// Asked only once the directory is the node's and no process uses it. Without a
+    /// source of pods (`prestop-clean node-agent`) only processes are seen.
+    fn others_reach(&self, asker: Option<&str>, host: &[u8]) -> Result<(), crate::in_use::Busy> {
+        let _ = (asker, host);
+        Ok(())
+    }
 
     /// For the agent's first log line: where it learns it.
     fn describe(&self) -> String;

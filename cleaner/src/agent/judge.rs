@@ -147,7 +147,13 @@ pub fn judge(
     // it (a rename of it, or of a directory above it, during the scan would have had it
     // look at another path).
     on_the_node(host, &real, &pod_st, root).map_err(differs)?;
-    used.map_err(|busy| match busy {
+    used.map_err(|busy| busy_answer(&shown, busy))
+}
+
+/// The answer when something else may use the node's directory `shown`: a process, or a
+/// pod bound to the node whose spec reaches it. It names neither; the log does.
+pub(super) fn busy_answer(shown: &str, busy: in_use::Busy) -> NotSame {
+    match busy {
         in_use::Busy::InUse(who) => NotSame {
             answer: format!(
                 "in-use: another container on the node uses the node's {shown}, a directory \
@@ -163,7 +169,7 @@ pub fn judge(
             ),
             on_the_node: Some(why),
         },
-    })
+    }
 }
 
 /// Where `host` is on the node: the allowed prefix it lies below (the longest), resolved by

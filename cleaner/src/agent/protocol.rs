@@ -1,11 +1,17 @@
 //! The node agent's wire protocol, one request per connection on a unix stream socket:
-//! - request: `prestop-identity 1 <N> <HOST>\n`, `N` the byte length of `HOST` in decimal
+//! - request: `prestop-identity 2 <N> <HOST>\n`, `N` the byte length of `HOST` in decimal
 //!   (no leading zero), the whole request at most [`MAX_REQUEST`] bytes, with **exactly one**
 //!   descriptor in `SCM_RIGHTS`: the cleaner's opened target directory;
-//!   `prestop-identity 1 <N> <HOST> ending\n` asks besides whether the asking pod is
+//!   `prestop-identity 2 <N> <HOST> ending\n` asks besides whether the asking pod is
 //!   ending (issue 31: a pod the kubelet can restart in place is cleaned only on the
 //!   node's word that it is); an agent that predates it refuses the line, so no such
 //!   cleanup ever runs on an older agent's `same`;
+//! - the version word is 2 since `same` also means "no other container and no other pod
+//!   bound to the node uses it" (issues 31 and 38): an agent of an earlier release, whose
+//!   `same` meant only "it is the node's directory", refuses a version 2 line as not its
+//!   protocol, so today's cleaner never reads that older `same` as "nobody else uses it"
+//!   (issue 38, class 7). The agent still answers version 1 lines of older cleaners, by
+//!   today's stricter rule;
 //! - answer: one line, `same`, `in-use: <sentence>`, `not-ending: <sentence>`,
 //!   `differs: <sentence>`, `refused: <sentence>` or `busy`;
 //!   every path in a sentence is escaped ([`escape`](crate::escape)), so an answer is
@@ -20,7 +26,12 @@ pub const MAX_REQUEST: usize = 4096;
 /// How long either side waits for the other, for a whole request or a whole answer.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
-pub(super) const MAGIC: &[u8] = b"prestop-identity 1 ";
+/// What every request starts with; the version word follows.
+const PROTOCOL: &[u8] = b"prestop-identity ";
+/// The version word this cleaner sends.
+pub(super) const MAGIC: &[u8] = b"prestop-identity 2 ";
+/// The version words this agent answers: an older cleaner's, and today's.
+const VERSIONS: [&[u8]; 2] = [b"1 ", b"2 "];
 const ENDING: &[u8] = b" ending\n";
 
 /// One whole request.
@@ -64,7 +75,7 @@ pub enum Verdict {
     Unreachable(String),
 }
 
-/// `prestop-identity 1 <N> <HOST>\n`.
+/// `prestop-identity 2 <N> <HOST>\n`.
 pub fn encode_request(host: &[u8]) -> Vec<u8> {
     let mut request = MAGIC.to_vec();
     request.extend_from_slice(format!("{} ", host.len()).as_bytes());
@@ -73,7 +84,7 @@ pub fn encode_request(host: &[u8]) -> Vec<u8> {
     request
 }
 
-/// `prestop-identity 1 <N> <HOST> ending\n`: [`encode_request`], and is the asking pod ending?
+/// `prestop-identity 2 <N> <HOST> ending\n`: [`encode_request`], and is the asking pod ending?
 pub fn encode_ending_request(host: &[u8]) -> Vec<u8> {
     let mut request = encode_request(host);
     request.pop();
@@ -110,9 +121,19 @@ pub fn parse_answer(answer: &[u8]) -> Option<Verdict> {
 
 /// A whole request, `None` while incomplete, `Err` when it cannot become one.
 pub fn parse_request(bytes: &[u8]) -> Result<Option<Request<'_>>, String> {
-    let not_ours = || "not a prestop-identity 1 request".to_owned();
-    let Some(rest) = bytes.strip_prefix(MAGIC) else {
-        return if MAGIC.starts_with(bytes) {
+    let not_ours = || "not a prestop-identity 1 or 2 request".to_owned();
+    let Some(rest) = bytes.strip_prefix(PROTOCOL) else {
+        return if PROTOCOL.starts_with(bytes) {
+            Ok(None)
+        } else {
+            Err(not_ours())
+        };
+    };
+    let Some(rest) = VERSIONS
+        .iter()
+        .find_map(|version| rest.strip_prefix(*version))
+    else {
+        return if VERSIONS.iter().any(|version| version.starts_with(rest)) {
             Ok(None)
         } else {
             Err(not_ours())

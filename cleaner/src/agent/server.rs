@@ -30,7 +30,7 @@ use rustix::fs::{Mode, OFlags};
 use super::args::AgentArgs;
 use super::ending::PodEnding;
 use super::http;
-use super::judge::{judge, Node};
+use super::judge::{busy_answer, judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
 use super::peer::Peer;
 use super::protocol::{shown, TIMEOUT};
@@ -245,7 +245,15 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
                 root_path: shared.root_path.as_bytes(),
                 allow: &shared.allow,
             };
-            let verdict = judge(&host, fd.as_fd(), &peer, &node);
+            let verdict = judge(&host, fd.as_fd(), &peer, &node).and_then(|()| {
+                // No process uses it: does a pod that has none at the instant?
+                match &shared.pod_ending {
+                    Some(source) => source
+                        .others_reach(peer.pod.as_deref(), &host)
+                        .map_err(|busy| busy_answer(&shown(&host), busy)),
+                    None => Ok(()),
+                }
+            });
             // Closed before the answer: a client that has its answer finds no descriptor
             // of its kept by the agent.
             drop(fd);

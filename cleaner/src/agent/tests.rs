@@ -29,6 +29,37 @@ fn requests_round_trip_and_every_prefix_is_incomplete() {
     }
 }
 
+/// Issue 38, class 7: `same` changed its meaning (the node's directory, and nobody else
+/// uses it), so the version word changed with it. An agent of an earlier release knows
+/// only `prestop-identity 1 ` and refuses today's line as not its protocol, so its `same`,
+/// which meant only "the node's directory", is never read as "nobody else uses it". Older
+/// cleaners' version 1 lines are still answered (by today's stricter rule); no other
+/// version is.
+#[test]
+fn the_version_word_changed_with_the_meaning_of_same() {
+    let older_agent_accepts = |line: &[u8]| line.starts_with(b"prestop-identity 1 ");
+    for request in [
+        encode_request(b"/mnt/scratch/job"),
+        encode_ending_request(b"/mnt/scratch/job"),
+    ] {
+        assert!(request.starts_with(b"prestop-identity 2 "));
+        assert!(!older_agent_accepts(&request));
+        let older_cleaner = [&b"prestop-identity 1 "[..], &request[19..]].concat();
+        assert_eq!(
+            parse_request(&older_cleaner).map(|r| r.map(|r| r.host)),
+            Ok(Some(&b"/mnt/scratch/job"[..]))
+        );
+        for other in ["0", "3", "10", "2x"] {
+            let line = [
+                format!("prestop-identity {other} ").as_bytes(),
+                &request[19..],
+            ]
+            .concat();
+            assert!(parse_request(&line).is_err(), "version {other}");
+        }
+    }
+}
+
 /// Only the one word is a question about the pod's end; anything else after the host
 /// path is not the protocol.
 #[test]
