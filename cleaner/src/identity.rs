@@ -79,7 +79,7 @@ pub(crate) fn check(
     fd: BorrowedFd<'_>,
     lookup: &dyn Fn(&str) -> Option<String>,
     question: agent::Question<'_>,
-) -> Result<OtherMounts, String> {
+) -> Result<Checked, String> {
     let host = expected_host(target, lookup)?;
     let text = std::fs::read(MOUNTINFO)
         .map_err(|err| format!("cannot read {MOUNTINFO} to check the target's identity: {err}"))?;
@@ -125,7 +125,9 @@ pub(crate) fn check(
             "{RESTARTS_IN_PLACE}, and no node agent is configured ({AGENT_DOCS})"
         ));
     }
-    match question.ask(&host, fd) {
+    let verdict = question.ask(&host, fd);
+    let cleared_by_agent = matches!(verdict, Some(Verdict::Same));
+    match verdict {
         Some(Verdict::Same) => whole_filesystem_allowed(&host, mount, target.whole_filesystem)?,
         Some(Verdict::Differs(why)) => {
             // `why` holds no control character (agent::parse_answer): one line of ours.
@@ -185,7 +187,22 @@ pub(crate) fn check(
             escape(other)
         ));
     }
-    Ok(others)
+    Ok(Checked {
+        others,
+        host,
+        cleared_by_agent,
+    })
+}
+
+/// What [`check`] established for the walk.
+pub(crate) struct Checked {
+    /// The container's other mounts inside the target: never entered.
+    pub others: OtherMounts,
+    /// The host path the agent was asked about.
+    pub host: String,
+    /// The node agent answered `same`: the walk asks it again while it runs
+    /// ([`crate::hold`]).
+    pub cleared_by_agent: bool,
 }
 
 /// `--host`, expanded and normalized as the kubelet joins a host path (empty and `.`

@@ -25,6 +25,7 @@ pub mod agent;
 pub mod argv;
 pub mod as_user;
 mod expand;
+mod hold;
 pub mod host_path;
 pub mod identity;
 pub mod in_use;
@@ -191,11 +192,11 @@ fn clean(
             return finish(report);
         }
     };
-    let other_mounts = match expected {
-        None => Default::default(),
+    let checked = match expected {
+        None => None,
         Some((target, lookup, question)) => {
             match identity::check(target, root.as_fd(), lookup, question) {
-                Ok(others) => others,
+                Ok(checked) => Some((checked, question)),
                 Err(why) => {
                     report.outcome = Outcome::Skipped(why);
                     return finish(report);
@@ -203,15 +204,27 @@ fn clean(
             }
         }
     };
-    let report = walk_opened(
-        path,
-        root.as_fd(),
-        &other_mounts,
-        jobs,
-        report,
-        start,
-        progress,
-    );
+    let no_mounts = identity::OtherMounts::default();
+    let other_mounts = checked
+        .as_ref()
+        .map_or(&no_mounts, |(checked, _)| &checked.others);
+    let walk = |progress: &(dyn Fn(u64, u64) + Sync)| {
+        walk_opened(
+            path,
+            root.as_fd(),
+            other_mounts,
+            jobs,
+            report,
+            start,
+            progress,
+        )
+    };
+    let report = match &checked {
+        Some((checked, question)) if checked.cleared_by_agent => {
+            hold::walk_holding(*question, &checked.host, root.as_fd(), progress, walk)
+        }
+        _ => walk(progress),
+    };
     if walks_stopped() && !report.is_clean() && expected.is_some() {
         // Cut off (or not started) by the deadline: mark it for the reaper's count. Only
         // the hook and the sidecar, in a target whose identity was checked. An error (an

@@ -234,9 +234,12 @@ impl<'a> Walk<'a> {
         self.root_left = self.stack.first().map_or(0, |root| root.left);
     }
 
-    /// Whether to stop now: a read-only filesystem met by any worker, or the deadline.
+    /// Whether to stop now: a read-only filesystem met by any worker, the deadline, or the
+    /// node agent's answer withdrawn ([`crate::hold`]).
     fn halted(&self) -> bool {
-        self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed)) || STOP.load(Ordering::Relaxed)
+        self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed))
+            || STOP.load(Ordering::Relaxed)
+            || crate::hold::WITHDRAWN.load(Ordering::Relaxed)
     }
 
     /// Tells `progress` how far the walk got, every [`PROGRESS_EVERY`] removed entries.

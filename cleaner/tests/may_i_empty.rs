@@ -218,3 +218,74 @@ gone victim
     );
     assert!(!err.contains("in-use"), "{err}");
 }
+
+/// Shell helpers for a walk that a test holds still: `big DIR N` plants N empty files;
+/// `hook_in_background NAME` starts the hook and waits until the agent has answered it
+/// `same` (its walk has begun), then stops the hook's process (`SIGSTOP`) and prints
+/// nothing; `resume` lets it go on and waits for it.
+const HELD_WALK: &str = r#"
+big() { (cd "$1" && seq 1 "$2" | sed 's/^/f/' | xargs touch); }
+hook_in_background() {
+  hook "$1" >/run/hook.out 2>/run/hook.err &
+  HOOK_JOB=$!
+  # The hook's process: the job's child (unshare, which becomes the program by exec).
+  HOOK_PID=""
+  until [ -n "$HOOK_PID" ]; do
+    HOOK_PID=$(tr -d ' ' </proc/$HOOK_JOB/task/$HOOK_JOB/children 2>/dev/null || true)
+  done
+  until grep -q ': same$' /agent/a.sock.log; do :; done
+  kill -STOP "$HOOK_PID"
+}
+resume() { kill -CONT "$HOOK_PID"; wait "$HOOK_JOB" || true; cat /run/hook.out; cat /run/hook.err >&2; }
+left() { ls -A /mnt/scratch/job | wc -l; }
+"#;
+
+/// Issue 38, class 3: the agent's `same` holds for the walk, not only for its instant. A
+/// Job's replacement pod starts on the directory after the old pod's cleanup was told
+/// `same`, while it walks 200,000 entries (held still, so the replacement surely comes
+/// during the walk): the walk asks again within 100 ms, hears `in-use` and stops, and
+/// most of the tree stays for the replacement. Before, the walk went on to the end.
+#[test]
+fn a_replacement_that_comes_during_the_walk_stops_it() {
+    let Some((out, err)) = scenario(&format!(
+        r#"{HELD_WALK}
+big /mnt/scratch/job 200000
+hook_in_background old_pod
+other replacement /mnt/scratch/job
+resume
+[ "$(left)" -gt 100000 ] && echo most_left
+gone replacement
+"#
+    )) else {
+        return;
+    };
+    assert_eq!(out, "old_pod=1\nmost_left\n", "{err}");
+    assert!(
+        err.contains("stopped during the walk after removing"),
+        "{err}"
+    );
+    assert!(err.contains(IN_USE), "{err}");
+}
+
+/// The same hold when the agent goes away during the walk: nobody can say any more that
+/// nobody else uses it, so the walk stops (fail closed) and leaves the rest to the reaper.
+#[test]
+fn an_agent_gone_during_the_walk_stops_it() {
+    let Some((out, err)) = scenario(&format!(
+        r#"{HELD_WALK}
+big /mnt/scratch/job 200000
+hook_in_background old_pod
+kill $AGENT; wait $AGENT 2>/dev/null || true; rm -f /agent/a.sock
+resume
+[ "$(left)" -gt 100000 ] && echo most_left
+"#
+    )) else {
+        return;
+    };
+    assert_eq!(out, "old_pod=1\nmost_left\n", "{err}");
+    assert!(
+        err.contains("stopped during the walk after removing")
+            && err.contains("the node agent was not reachable"),
+        "{err}"
+    );
+}

@@ -254,7 +254,7 @@ fn garbage_and_overlong_requests_are_refused() {
     overlong.truncate(5000);
     let requests: Vec<Vec<u8>> = vec![
         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
-        b"prestop-identity 2 16 /mnt/scratch/job\n".to_vec(),
+        b"prestop-identity 3 16 /mnt/scratch/job\n".to_vec(),
         b"prestop-identity 1 016 /mnt/scratch/job\n".to_vec(),
         b"prestop-identity 1 15 /mnt/scratch/job\n".to_vec(),
         b"prestop-identity 1 -16 /mnt/scratch/job\n".to_vec(),
