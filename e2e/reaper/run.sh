@@ -27,6 +27,7 @@ source "$ROOT/e2e/lib/assert.sh"
 source "$ROOT/e2e/reaper/scenarios.sh"
 
 scenario "injected pod force-deleted: its directory emptied after the delay, Event and metrics" emptied
+scenario "a pod the kubelet ended while its object stays (evicted, Failed): its directory emptied after the delay" ended_in_place
 scenario "a pod still mounting the directory, /scratch or a child keeps it; emptied once all are gone" still_used
 scenario "pod deleted while the reaper is down: emptied on reconcile from the state file" reconcile
 scenario "a pod the webhook did not inject is never touched" not_injected

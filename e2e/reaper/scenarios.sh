@@ -56,6 +56,29 @@ emptied() {
   expect "no longer recorded" wait_for 10 not_recorded $name
 }
 
+# 1b. A pod the kubelet ends without a deletion (issue 38, class 1): a node-pressure
+# eviction, a node shutdown, activeDeadlineSeconds. The kubelet writes DisruptionTarget
+# first and holds the phase at Running until the containers stopped, then Failed; the
+# object stays (a Job keeps failed pods). Replayed here on the pod's status as the kubelet
+# writes it; e2e/node shows the kubelet itself do it.
+ended_in_place() {
+  local name=s1-evicted dir="$HOST/scratch/s1-evicted"
+  local app='"name": "app", "image": "busybox:1.37", "imageID": "", "restartCount": 0'
+  fill "$dir"
+  create_pod $name /scratch/$name
+  expect "the webhook injected it" is_injected $name
+  expect "the reaper recorded its directory" wait_for 30 record_of $name
+  replay_status $name "{\"phase\": \"Running\", \"conditions\": [{\"type\": \"DisruptionTarget\", \"status\": \"True\", \"reason\": \"TerminationByKubelet\"}], \"containerStatuses\": [{$app, \"ready\": true, \"state\": {\"running\": {}}}]}"
+  expect "kept while its container still runs (the eviction under way)" holds_for 5 untouched "$dir"
+  replay_status $name "{\"phase\": \"Failed\", \"reason\": \"Evicted\", \"containerStatuses\": [{$app, \"ready\": false, \"state\": {\"terminated\": {\"exitCode\": 137}}}]}"
+  expect "its directory is emptied while the ended pod is still listed" wait_for 60 is_emptied "$dir"
+  expect "the pod object is still there" pod_exists $name
+  expect "no longer recorded, and not again by the pod's later updates" wait_for 10 not_recorded $name
+  k label pod -n e2e $name e2e.prestop-injector.io/touched=yes >/dev/null
+  expect "a later update of the ended pod records nothing again" holds_for 4 not_recorded $name
+  force_delete $name
+}
+
 # 2. Another pod using the directory, /scratch above it, or a directory below it.
 still_used() {
   local ev_ScratchDirectoryEmptied
@@ -552,6 +575,11 @@ restart_sidecar_life() { # dir host-path socket
   kill -TERM "$pid"
   wait "$pid"
 }
+# The API server's own count of LIST requests for pods, every client together.
+pod_lists() {
+  k get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="pods"/ && /verb="LIST"/ &&
+    !/subresource="[a-z]/ { n += $NF } END { print n + 0 }'
+}
 replay_status() { # pod json-status
   k patch pod -n e2e "$1" --subresource=status --type=merge -p "{\"status\": $2}" >/dev/null
 }
@@ -590,6 +618,9 @@ restartable_pod_ends_on_the_nodes_word() {
   expect "and says at start that the API server lists its node's pods" \
     wait_for 20 grep -q "the API server lists the pods of node $NODE" "$WORK/agent.log"
 
+  # Issue 38, finding 6: the agent answers from its watch; no question LISTs the pods.
+  local lists_before
+  lists_before=$(pod_lists)
   # The sandbox recreation: the app stopped (exit 137), the pod Running, not deleted.
   replay_status "$name" "{\"phase\": \"Running\", \"containerStatuses\": [{$app, \"ready\": false, \"restartCount\": 0, \"state\": {\"terminated\": {\"exitCode\": 137}}}]}"
   expect "the sidecar's first life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
@@ -608,6 +639,11 @@ restartable_pod_ends_on_the_nodes_word() {
   expect "the sidecar's last life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
   expect "once the deletion began, its SIGTERM empties the directory ($(tail -1 "$WORK/s11-sidecar.log" | cut -c1-300))" \
     is_emptied "$dir"
+  # Each question used to LIST the node's pods at least once (three or more here); the
+  # watch lists once, when it starts. Only another client's LIST (a reaper walk's own
+  # watch) can count now.
+  expect "three questions, fewer than three LISTs of pods (the API server counted $lists_before, then $(pod_lists))" \
+    test "$(($(pod_lists) - lists_before))" -lt 3
 
   kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
   restart_cgroup_remove

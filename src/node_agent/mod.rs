@@ -134,6 +134,6 @@ impl PodEnding for FromWatch {
     }
 
     fn describe(&self) -> String {
-        format!("a watch of the API server's pods of node {}", self.node)
+        format!("the API server's pods of node {}, in one watch", self.node)
     }
 }
