@@ -594,7 +594,7 @@ impl Checker<'_> {
             install.named("ServiceAccount", Some(ns), name).is_some(),
             "{what}: no ServiceAccount {ns}/{name}"
         );
-        let [verb, resource] = &positional[..] else {
+        let [verb, resource] = positional else {
             return;
         };
         let granted = install
