@@ -236,12 +236,14 @@ fn the_kustomize_component_ships_the_same_rules_and_dashboard() {
     assert_eq!(service["spec"]["ports"][0]["targetPort"], "probes");
 }
 
-/// PrestopInjectorNodeAgentUnreachable counts the unavailable pods of the node DaemonSet
-/// by its name (kube-state-metrics' `daemonset` label): the regex must match, whole as
-/// PromQL anchors it, the DaemonSet of every install (kustomize's prestop-node, the
-/// chart's <release>-node, with and without the reaper), and nothing of the webhook.
+/// PrestopInjectorNodeAgentUnreachable knows the node DaemonSet's pods
+/// (kube-state-metrics) by their owner, a DaemonSet whose name
+/// ends in `-node` (`owner_name=~".+-node"`), and their `node-agent` container, never by
+/// a name the release decides: every install's node DaemonSet must be both, and the
+/// webhook's Deployment neither (tests/monitoring_release_names.rs runs the alerts
+/// over such series).
 #[test]
-fn the_unreachable_alert_names_every_installs_node_daemonset() {
+fn the_unreachable_alert_knows_every_installs_node_daemonset() {
     let (Some(helm), Some(kubectl)) = (common::helm(), common::kubectl()) else {
         return;
     };
@@ -255,18 +257,14 @@ fn the_unreachable_alert_names_every_installs_node_daemonset() {
         .as_str()
         .unwrap()
         .to_owned();
-    let pattern = expr
-        .split("daemonset=~\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("a daemonset=~ matcher");
-    // PromQL's =~ is anchored: the whole name must match one of the pattern's spellings.
-    let spellings = spellings(pattern);
-    let is_match = |name: &str| spellings.iter().any(|s| s == name);
-    let mut names = Vec::new();
+    assert!(expr.contains(r#"owner_name=~".+-node""#), "{expr}");
+    assert!(expr.contains(r#"container="node-agent""#), "{expr}");
+    // PromQL's =~ is anchored: ".+-node" is a name of one character or more, then -node.
+    let is_match = |name: &str| name.len() > "-node".len() && name.ends_with("-node");
+    let mut daemonsets = Vec::new();
     for overlay in ["cluster-wide", "cluster-wide-with-reaper"] {
         let objects = common::render(&kubectl, overlay);
-        names.extend(chart::of_kind(&objects, "DaemonSet").into_iter().cloned());
+        daemonsets.extend(chart::of_kind(&objects, "DaemonSet").into_iter().cloned());
     }
     for values in [
         &[][..],
@@ -274,42 +272,25 @@ fn the_unreachable_alert_names_every_installs_node_daemonset() {
             "--set=reaper.enabled=true",
             "--set=config.allowedHostPathPrefixes={/mnt/scratch}",
         ][..],
+        &["--set=fullnameOverride=stop-hooks"][..],
+        &["--set=nameOverride=cleanup"][..],
     ] {
         let objects = chart::render(&helm, values);
-        names.extend(chart::of_kind(&objects, "DaemonSet").into_iter().cloned());
+        daemonsets.extend(chart::of_kind(&objects, "DaemonSet").into_iter().cloned());
     }
-    assert_eq!(names.len(), 4, "one DaemonSet per install");
-    for daemonset in &names {
+    assert_eq!(daemonsets.len(), 6, "one DaemonSet per install");
+    for daemonset in &daemonsets {
         let name = daemonset["metadata"]["name"].as_str().unwrap();
-        assert!(is_match(name), "{pattern} misses {name}");
+        assert!(is_match(name), ".+-node misses {name}");
+        let containers: Vec<&str> = daemonset["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        assert!(containers.contains(&"node-agent"), "{name}: {containers:?}");
     }
     for other in ["prestop-injector", "prestop-reaper", "kube-proxy"] {
-        assert!(!is_match(other), "{pattern} matches {other}");
+        assert!(!is_match(other), ".+-node matches {other}");
     }
-}
-
-/// Every string a regex of literals and optional groups `(…)?` matches whole; any other
-/// syntax fails the test (extend this when the alert's pattern needs more).
-fn spellings(pattern: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut rest = pattern;
-    while !rest.is_empty() {
-        if let Some(group) = rest.strip_prefix('(') {
-            let (inner, tail) = group.split_once(")?").expect("only (…)? groups");
-            out = out
-                .iter()
-                .flat_map(|s| [s.clone(), format!("{s}{inner}")])
-                .collect();
-            rest = tail;
-        } else {
-            let c = rest.chars().next().unwrap();
-            assert!(
-                c.is_ascii_alphanumeric() || c == '-',
-                "{pattern}: {c:?} is beyond literals and (…)?"
-            );
-            out.iter_mut().for_each(|s| s.push(c));
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
 }

@@ -62,6 +62,9 @@ pub struct Metrics {
     pub open_connections: Gauge,
 }
 
+/// The HTTP codes a request can be refused with before a review (`server::router`).
+const REFUSAL_CODES: [u16; 5] = [400, 413, 415, 500, 504];
+
 /// 50µs to 1s: a review takes tens of microseconds, so the interesting buckets are tiny.
 const BUCKETS: [f64; 14] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -106,7 +109,7 @@ impl Metrics {
         );
         registry.register(
             "rejected_requests",
-            "Requests refused before a review (400, 413, 415, 504), by HTTP code",
+            "Requests refused before a review (400, 413, 415, 500, 504), by HTTP code",
             metrics.rejected.clone(),
         );
         registry.register(
@@ -170,6 +173,19 @@ impl Metrics {
             "Open TLS connections",
             metrics.open_connections.clone(),
         );
+        // Counters an alert reads are exported at 0 from the start, as Prometheus
+        // recommends: a counter born at 1 on its first event shows no increase(), so the
+        // first failed reload of a pod's life would not fire TLSReloadFailed, and a
+        // missing family empties WebhookErrors' sums (docs/RUNBOOKS.md).
+        for result in ["success", "error"] {
+            metrics
+                .tls_reloads
+                .get_or_create(&ResultLabels { result })
+                .get();
+        }
+        for code in REFUSAL_CODES {
+            metrics.rejected.get_or_create(&CodeLabels { code }).get();
+        }
         Metrics {
             registry,
             ..metrics

@@ -43,6 +43,25 @@ pub fn render(helm: &Path, args: &[&str]) -> Vec<Value> {
     super::common::parse_documents(&String::from_utf8_lossy(&output.stdout))
 }
 
+/// `helm template RELEASE` into NAMESPACE with ARGS: what another release name (and
+/// fullnameOverride, nameOverride) renders, one JSON value per object.
+pub fn render_release(helm: &Path, release: &str, namespace: &str, args: &[&str]) -> Vec<Value> {
+    let output = Command::new(helm)
+        .args(["template", release])
+        .arg(chart_dir())
+        .args(["--namespace", namespace])
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .expect("run helm");
+    assert!(
+        output.status.success(),
+        "helm template {release} {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    super::common::parse_documents(&String::from_utf8_lossy(&output.stdout))
+}
+
 /// Objects of one kind (the chart and deploy/ name some objects differently).
 pub fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
     objects.iter().filter(|o| o["kind"] == kind).collect()
