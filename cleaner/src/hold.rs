@@ -10,9 +10,9 @@
 //! Only a target the agent cleared is guarded: without an agent (the strict per-pod rule)
 //! there is nobody to ask, and the rule never depended on the instant.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsFd as _, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::agent::{self, Question, Verdict};
@@ -27,6 +27,12 @@ pub const GUARD_INTERVAL: Duration = Duration::from_millis(100);
 /// guard's silence by more than this.
 const PATIENCE: Duration = Duration::from_millis(500);
 
+/// How long the guard may go without a descriptor of its own to ask with (`EMFILE`: a
+/// container with a low `ulimit -n`, whose walk holds every descriptor it can) before
+/// the walk stops: the walk frees descriptors as it climbs, and a guard that cannot ask
+/// for this long is no guard.
+const STARVED: Duration = Duration::from_secs(1);
+
 /// Set when the agent withdrew its answer: every walk stops at its next entry. Reset
 /// before each guarded target (the program walks one target at a time).
 pub(crate) static WITHDRAWN: AtomicBool = AtomicBool::new(false);
@@ -37,6 +43,10 @@ pub(crate) static WITHDRAWN: AtomicBool = AtomicBool::new(false);
 /// limit is the program alone), the walk's own progress reports ask instead, at most
 /// every [`GUARD_INTERVAL`]: between two of them it removes at most
 /// [`PROGRESS_EVERY`](crate::walk::PROGRESS_EVERY) entries.
+///
+/// The thread is never waited for: once the walk is over (done, or stopped by the
+/// deadline, which must report within its straggler's second) an answer still on its way
+/// is of no use, and waiting for it could outlast the kubelet's patience.
 pub(crate) fn walk_holding(
     question: Question<'_>,
     host: &str,
@@ -45,39 +55,41 @@ pub(crate) fn walk_holding(
     walk: impl FnOnce(&(dyn Fn(u64, u64) + Sync)) -> Report,
 ) -> Report {
     WITHDRAWN.store(false, Ordering::SeqCst);
-    let guard = Guard {
-        question,
-        host,
-        dir,
-        last: Mutex::new(Instant::now()),
+    let guard = Arc::new(Guard {
+        socket: question.socket.unwrap_or_default().to_owned(),
+        pod_ending: question.pod_ending,
+        host: host.to_owned(),
+        last: Mutex::new((Instant::now(), None)),
         why: Mutex::new(None),
-    };
-    let done = AtomicBool::new(false);
-    let report = std::thread::scope(|scope| {
-        let asking = std::thread::Builder::new()
-            .name("hold".to_owned())
-            .spawn_scoped(scope, || {
-                while !done.load(Ordering::SeqCst) && !WITHDRAWN.load(Ordering::SeqCst) {
-                    std::thread::park_timeout(GUARD_INTERVAL);
-                    if !done.load(Ordering::SeqCst) {
-                        guard.ask_if_due();
-                    }
-                }
-            });
-        let report = match &asking {
-            Ok(_) => walk(progress),
-            Err(_) => walk(&|removed, bytes| {
-                progress(removed, bytes);
-                guard.ask_if_due();
-            }),
-        };
-        done.store(true, Ordering::SeqCst);
-        if let Ok(asking) = asking {
-            asking.thread().unpark();
-        }
-        report
+        done: AtomicBool::new(false),
     });
-    let why = guard.why.into_inner().unwrap_or_else(|e| e.into_inner());
+    // The thread asks with a descriptor of its own, a duplicate of the walk's target.
+    let asking = dir
+        .try_clone_to_owned()
+        .map_err(std::io::Error::from)
+        .and_then(|own| {
+            let guard = guard.clone();
+            std::thread::Builder::new()
+                .name("hold".to_owned())
+                .spawn(move || {
+                    while !guard.done.load(Ordering::SeqCst) && !WITHDRAWN.load(Ordering::SeqCst) {
+                        std::thread::park_timeout(GUARD_INTERVAL);
+                        guard.ask_if_due(own.as_fd());
+                    }
+                })
+        });
+    let report = match &asking {
+        Ok(_) => walk(progress),
+        Err(_) => walk(&|removed, bytes| {
+            progress(removed, bytes);
+            guard.ask_if_due(dir);
+        }),
+    };
+    guard.done.store(true, Ordering::SeqCst);
+    if let Ok(asking) = asking {
+        asking.thread().unpark();
+    }
+    let why = guard.why.lock().unwrap_or_else(|e| e.into_inner()).take();
     match why {
         // A walk that stops early reports what it removed, not what is left: count it.
         Some(why) => match crate::walk::entry_count(dir) {
@@ -89,51 +101,96 @@ pub(crate) fn walk_holding(
     }
 }
 
-/// The question asked again, and what the last asking found.
-struct Guard<'a> {
-    question: Question<'a>,
-    host: &'a str,
-    dir: BorrowedFd<'a>,
-    /// When it was last asked (from the walk's start).
-    last: Mutex<Instant>,
+/// The question asked again, and what the last asking found; shared with the thread
+/// that asks, which may outlive the walk by one answer.
+struct Guard {
+    socket: String,
+    pod_ending: bool,
+    host: String,
+    /// When it was last asked (from the walk's start), and since when every asking found
+    /// no descriptor free.
+    last: Mutex<(Instant, Option<Instant>)>,
     why: Mutex<Option<String>>,
+    /// The walk is over: an answer from now on changes nothing.
+    done: AtomicBool,
 }
 
-impl Guard<'_> {
+impl Guard {
     /// Asks again when [`GUARD_INTERVAL`] has passed since the last time and no other
     /// thread is asking; an answer other than `same` stops every walk.
-    fn ask_if_due(&self) {
+    fn ask_if_due(&self, dir: BorrowedFd<'_>) {
         let Ok(mut last) = self.last.try_lock() else {
             return;
         };
-        if last.elapsed() < GUARD_INTERVAL || WITHDRAWN.load(Ordering::SeqCst) {
+        let (asked, starved) = &mut *last;
+        if asked.elapsed() < GUARD_INTERVAL
+            || WITHDRAWN.load(Ordering::SeqCst)
+            || self.done.load(Ordering::SeqCst)
+        {
             return;
         }
-        *last = Instant::now();
-        if let Some(why) = ask_again(self.question, self.host, self.dir) {
+        *asked = Instant::now();
+        let question = Question {
+            socket: Some(&self.socket),
+            pod_ending: self.pod_ending,
+        };
+        let why = match ask_again(question, &self.host, dir) {
+            None => {
+                *starved = None;
+                return;
+            }
+            Some(Withdrawn::NoDescriptor(why)) => {
+                let since = *starved.get_or_insert(*asked);
+                if since.elapsed() < STARVED {
+                    return;
+                }
+                format!(
+                    "the node agent could not be asked again for {} s: {why}",
+                    STARVED.as_secs()
+                )
+            }
+            Some(Withdrawn::Answer(why)) => why,
+        };
+        if !self.done.load(Ordering::SeqCst) {
             *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
             WITHDRAWN.store(true, Ordering::SeqCst);
         }
     }
 }
 
+/// Why the guard's asking did not hear `same`.
+enum Withdrawn {
+    /// An answer, or the agent's silence: the walk stops.
+    Answer(String),
+    /// This process had no descriptor free to ask with (`EMFILE`, `ENFILE`): not the
+    /// agent's word; asked again at the next interval, within [`STARVED`].
+    NoDescriptor(String),
+}
+
 /// `None` while the answer is still `same`; else why not, as the cleaner's line says it.
-fn ask_again(question: Question<'_>, host: &str, dir: BorrowedFd<'_>) -> Option<String> {
+fn ask_again(question: Question<'_>, host: &str, dir: BorrowedFd<'_>) -> Option<Withdrawn> {
     let socket = question.socket?;
     let verdict = if question.pod_ending {
         agent::ask_ending(socket, host, dir)
     } else {
         agent::ask_with_patience(socket, host, dir, PATIENCE)
     };
-    match verdict {
-        Verdict::Same => None,
+    let why = match verdict {
+        Verdict::Same => return None,
         Verdict::InUse(why) | Verdict::NotEnding(why) | Verdict::Differs(why) => {
-            Some(format!("the node agent says: {why}"))
+            format!("the node agent says: {why}")
         }
-        Verdict::Refused(why) => Some(format!("the node agent refused: {why}")),
-        Verdict::Busy => Some("the node agent was busy and did not judge it again".to_owned()),
-        Verdict::Unreachable(why) => Some(format!("the node agent was not reachable: {why}")),
-    }
+        Verdict::Refused(why) => format!("the node agent refused: {why}"),
+        Verdict::Busy => "the node agent was busy and did not judge it again".to_owned(),
+        // The client's sentence ends with the error's own words (std's `io::Error`).
+        Verdict::Unreachable(why)
+            if why.ends_with("(os error 24)") || why.ends_with("(os error 23)") =>
+        {
+            return Some(Withdrawn::NoDescriptor(why));
+        }
+        Verdict::Unreachable(why) => format!("the node agent was not reachable: {why}"),
+    };
+    Some(Withdrawn::Answer(why))
 }
 
 /// The report of a walk stopped because the answer changed: what it removed, and why it

@@ -87,7 +87,10 @@ AGENT_PID=
 node_agent_start() {
   local before
   before=$(grep -c 'node-agent: serving ' "$WORK/agent.log" 2>/dev/null)
-  "$CLEANER_BIN" node-agent --host-root / --socket "$AGENT_DIR/agent.sock" \
+  # The agent every install runs (prestop-injector node-agent): the cleaner's agent with
+  # one watch of the node's pods, which says whether a pod is ending and which pods bound
+  # to the node reach a directory with no process at the instant (issue 38).
+  "$BIN" node-agent --node-name "$NODE_NAME" --host-root / --socket "$AGENT_DIR/agent.sock" \
     $(printf -- '--allow %s ' "${PREFIXES[@]}") >>"$WORK/agent.log" 2>&1 &
   AGENT_PID=$!
   PIDS+=("$AGENT_PID")
