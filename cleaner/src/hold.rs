@@ -64,20 +64,17 @@ pub(crate) fn walk_holding(
         done: AtomicBool::new(false),
     });
     // The thread asks with a descriptor of its own, a duplicate of the walk's target.
-    let asking = dir
-        .try_clone_to_owned()
-        .map_err(std::io::Error::from)
-        .and_then(|own| {
-            let guard = guard.clone();
-            std::thread::Builder::new()
-                .name("hold".to_owned())
-                .spawn(move || {
-                    while !guard.done.load(Ordering::SeqCst) && !WITHDRAWN.load(Ordering::SeqCst) {
-                        std::thread::park_timeout(GUARD_INTERVAL);
-                        guard.ask_if_due(own.as_fd());
-                    }
-                })
-        });
+    let asking = dir.try_clone_to_owned().and_then(|own| {
+        let guard = guard.clone();
+        std::thread::Builder::new()
+            .name("hold".to_owned())
+            .spawn(move || {
+                while !guard.done.load(Ordering::SeqCst) && !WITHDRAWN.load(Ordering::SeqCst) {
+                    std::thread::park_timeout(GUARD_INTERVAL);
+                    guard.ask_if_due(own.as_fd());
+                }
+            })
+    });
     let report = match &asking {
         Ok(_) => walk(progress),
         Err(_) => walk(&|removed, bytes| {
