@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::agent::{self, Question, Verdict};
 use crate::report::{size, thousands};
+use crate::walk::WITHDRAWN;
 use crate::{Outcome, Report};
 
 /// How often the question is asked again during a walk: a new user loses at most what
@@ -32,10 +33,6 @@ const PATIENCE: Duration = Duration::from_millis(500);
 /// the walk stops: the walk frees descriptors as it climbs, and a guard that cannot ask
 /// for this long is no guard.
 const STARVED: Duration = Duration::from_secs(1);
-
-/// Set when the agent withdrew its answer: every walk stops at its next entry. Reset
-/// before each guarded target (the program walks one target at a time).
-pub(crate) static WITHDRAWN: AtomicBool = AtomicBool::new(false);
 
 /// Runs `walk` while asking `question` about `host` (the opened target `dir`) again every
 /// [`GUARD_INTERVAL`] on a thread of its own; a walk stopped by an answer other than
