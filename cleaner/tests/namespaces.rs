@@ -263,7 +263,7 @@ fn a_namespace_with_a_thousand_mounts_is_read_once_not_once_per_process() {
         "{verdict:?}"
     );
     let read: Vec<&u32> = cost
-        .read_past_head
+        .read_in_full
         .iter()
         .filter(|pid| hostile.pids.contains(pid))
         .collect();

@@ -4,17 +4,22 @@
 //! Without `CAP_SYS_PTRACE` (the agent and the reaper have none) a process's mount
 //! namespace cannot be asked of the kernel: `/proc/<pid>/ns/mnt` and `/proc/<pid>/root`
 //! need ptrace access, even for root (a node's pid 1 holds capabilities the agent lacks).
-//! Its mountinfo can be read, and names it: the scan reads a head of every table
-//! ([`HEAD`]) and keys the view by it.
-//! - A table that fits in the head is its own key: the same bytes, the same mounts.
-//! - A longer one is keyed by its first line. Mount ids are unique on the node and a
-//!   mount is in one namespace, so the same first line is the same namespace; and its
-//!   mount point, which the kernel writes relative to the reader's root, is the same
-//!   only when the two readers' roots are at the same place in that namespace (a
-//!   process chrooted below or above the other sees the first mount at another path, or
-//!   another first mount). Two such readers see the same table. While the scan runs, the
-//!   file read for a key stays open, which holds its namespace and its mounts: the ids
-//!   of its first line cannot be freed and reused by another namespace meanwhile.
+//! Its mountinfo can be read, and names it. The scan reads the first line of every table
+//! and keys the view by it:
+//! - the mount id names the namespace: ids are unique among the node's live mounts and a
+//!   mount is in one namespace;
+//! - the mount point, which the kernel writes relative to the reader's root, names where
+//!   the reader's root is in it: a process chrooted below or above another sees that
+//!   mount at another path, or another first mount (one it can reach).
+//!
+//! Two processes with the same first line are therefore in one namespace with their roots
+//! at one place, and see one table: it is read and parsed once. The one way two such
+//! processes could differ is a mount stacked on one's root after it took it, hiding
+//! mounts that only the other still reaches: a pod that mounts over its own `/` (no
+//! runtime does) can hide its own use this way, as it can by detaching its volume while
+//! it keeps a descriptor to it. Likewise an id reused while the scan runs: the mount and
+//! its parent freed, and the line rebuilt byte for byte (device, root, options, source:
+//! a container's first line names its own overlay directory) by another namespace.
 //!
 //! Only lines of the candidate's device, of the reaper pod's marker and mounts at `/`
 //! are parsed; the others are skipped before anything is allocated for them.
@@ -39,10 +44,6 @@ use super::mounts::{dev_and_point, on_one_line, root_mount, Mount};
 use super::views::{self, Opened};
 use super::{is_at_or_below, Busy};
 
-/// Views keyed by their first line that are held open at once; past that, a table is read
-/// in full every time (right, only slower).
-const MAX_PINNED: usize = 256;
-
 /// PF_KTHREAD in `/proc/<pid>/stat`'s flags.
 const PF_KTHREAD: u64 = 0x0020_0000;
 
@@ -53,8 +54,8 @@ pub struct ScanCost {
     pub processes: usize,
     /// Distinct views parsed.
     pub views: usize,
-    /// The processes whose tables were read past their head (once per view).
-    pub read_past_head: Vec<u32>,
+    /// The processes whose tables were read past their first line (one per view).
+    pub read_in_full: Vec<u32>,
     /// Bytes of mount tables read.
     pub bytes: u64,
 }
@@ -113,7 +114,6 @@ fn scan(proc: &Path, looking: &Looking<'_>, cost: &mut ScanCost) -> Result<(), B
         })
     };
     let mut seen: HashMap<Vec<u8>, Class> = HashMap::new();
-    let mut pinned = Vec::new();
     // Processes of the node's namespaces, and those that show no root (see the module).
     let (mut node, mut rootless): (Vec<PathBuf>, Vec<(String, PathBuf)>) = Default::default();
     let entries = std::fs::read_dir(proc)
@@ -139,28 +139,25 @@ fn scan(proc: &Path, looking: &Looking<'_>, cost: &mut ScanCost) -> Result<(), B
         };
         let head = views::read_head(&mut file).map_err(cannot_read)?;
         cost.bytes += head.bytes.len() as u64;
-        if head.bytes.is_empty() {
-            // No mount ids, so no namespace: never one key for all of them.
+        let Some(first) = head.first_line() else {
+            // No mount ids, so no namespace: each is looked at alone.
             rootless.push((pid.to_owned(), task));
             continue;
-        }
-        let key = match (head.complete, head.first_line()) {
-            (false, Some(first)) => [b"first ", first].concat(),
-            _ => [&b"whole "[..], &head.bytes].concat(),
         };
-        match seen.get(&key) {
+        match seen.get(first) {
             Some(Class::Node) => node.push(task),
             Some(Class::Rootless) => rootless.push((pid.to_owned(), task)),
             Some(Class::Free) => {}
             None => {
+                let key = first.to_vec();
                 let mut mounts = Vec::new();
-                if head.complete {
+                if head.eof {
                     views::parse_lines_all(&head.bytes, &keep, &mut mounts);
                 } else {
                     cost.bytes += views::read_rest(&mut file, &head.bytes, &keep, &mut mounts)
                         .map_err(cannot_read)?;
-                    cost.read_past_head.push(pid.parse().unwrap_or(0));
                 }
+                cost.read_in_full.push(pid.parse().unwrap_or(0));
                 cost.views += 1;
                 let class = match classify(&mounts, looking) {
                     Ok(class) => class,
@@ -171,12 +168,7 @@ fn scan(proc: &Path, looking: &Looking<'_>, cost: &mut ScanCost) -> Result<(), B
                     Class::Rootless => rootless.push((pid.to_owned(), task)),
                     Class::Free => {}
                 }
-                if head.complete {
-                    seen.insert(key, class);
-                } else if pinned.len() < MAX_PINNED {
-                    pinned.push(file);
-                    seen.insert(key, class);
-                }
+                seen.insert(key, class);
             }
         }
     }
