@@ -25,7 +25,11 @@
 //! are parsed; the others are skipped before anything is allocated for them.
 //!
 //! Fresh: nothing is kept from one judgement to the next. Every table is opened and read
-//! during the judgement, so a mount made before the question is seen.
+//! during the judgement, so a mount made before the question is seen. A cache revalidated
+//! by `poll(POLLPRI)` on an open mountinfo (which reports mounts and unmounts in its
+//! namespace) would not be: a rename of a bind mount's source directory on the node
+//! changes the `root` the kernel shows for that mount without any mount event, and the
+//! check compares those paths.
 //!
 //! A live process whose root is not a mount it shows (an empty table: a container
 //! chrooted into a directory of its volume, or whose mounts are detached) uses something
