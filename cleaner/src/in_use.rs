@@ -27,7 +27,19 @@
 //!
 //! Privilege: `hostPID: true`, so that `/proc` lists the node's processes. Nothing else:
 //! `mountinfo` is readable by every user (mode 0444, no ptrace check), unlike
-//! `/proc/<pid>/ns/*` or `/proc/<pid>/root`, which this module does not use.
+//! `/proc/<pid>/ns/*` or `/proc/<pid>/root`, which need ptrace access (`CAP_SYS_PTRACE`
+//! for another user's or a more privileged process: even root without it cannot read
+//! them for a node's pid 1). The check does not depend on them; it reads `ns/mnt` only
+//! where it can, to tell a node daemon that chroots from a container (see `scan.rs`).
+//!
+//! Cost (issue 38, finding 5): each view of a mount namespace is read in full once per
+//! check, however many processes share it; of every other process only a head is read
+//! (`scan.rs`, `views.rs`). Nothing is kept from one check to the next: a mount made
+//! before the question is always seen.
+//!
+//! Unseen users (issue 38, finding 4): a live process whose root is not a mount it shows
+//! (an empty table: a container chrooted into its volume) is unknown, never free; a
+//! process whose main thread exited is read through one of its live threads.
 //!
 //! The node agent (the reaper pod's `node-agent` container) sees the node's whole `/`, so
 //! its mounts are above every directory; it uses none of them. Every container of the
@@ -37,18 +49,21 @@
 //! process's own protection: every other container is still looked at.
 //!
 //! Fail closed: when the checking process cannot see the node's processes (no `hostPID`: the
-//! kernel thread `kthreadd` is not pid 2 of its pid namespace) or cannot read a living
-//! process's mounts, the answer is [`Busy::Unknown`] and nothing is emptied.
+//! kernel thread `kthreadd` is not pid 2 of its pid namespace), cannot read a living
+//! process's mounts or cannot tell what a chrooted one uses, the answer is
+//! [`Busy::Unknown`] and nothing is emptied.
 
 use std::collections::HashSet;
-use std::hash::{Hash as _, Hasher as _};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 mod mounts;
+mod scan;
+mod views;
 
 pub use mounts::{is_at_or_below, parse, Mount};
-use mounts::{on_one_line, path_in_filesystem, read_mountinfo, root_mount, split_dev};
+use mounts::{path_in_filesystem, read_mountinfo, root_mount, split_dev};
+pub use scan::{last_scan, ScanCost};
 
 /// Why a directory must not be emptied now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,9 +95,6 @@ impl Busy {
 /// so that the reaper knows the node agent's processes by their mounts (see the module
 /// docs). Absent from the reaper's mounts (an older DaemonSet), nothing is skipped.
 pub const OWN_POD_MARKER: &str = "/run/prestop-reaper-pod";
-
-/// PF_KTHREAD in `/proc/<pid>/stat`'s flags.
-const PF_KTHREAD: u64 = 0x0020_0000;
 
 /// Whether any container on the node, or a mount of the node, uses the directory at
 /// `location` (a path in the reaper's mount namespace) whose host path is `host_path`.
@@ -262,67 +274,17 @@ fn scan(
             mount.dev.1
         )));
     }
-    let mut seen = HashSet::new();
-    let entries = std::fs::read_dir(proc)
-        .map_err(|error| unknown(format!("cannot list {}: {error}", proc.display())))?;
-    for entry in entries {
-        let entry = entry.map_err(|error| unknown(format!("cannot list /proc: {error}")))?;
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let text = match std::fs::read(entry.path().join("mountinfo")) {
-            Ok(text) => text,
-            Err(error) if gone(&error) => continue,
-            Err(error) => {
-                return Err(unknown(format!(
-                    "cannot read the mounts of pid {pid}: {error}"
-                )))
-            }
-        };
-        // Every process of a container shows the same lines: look at them once.
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        text.hash(&mut hasher);
-        if !seen.insert(hasher.finish()) {
-            continue;
-        }
-        let mounts = parse(&text);
-        match root_mount(&mounts) {
-            Some(root) if (root.dev, &root.root) == (node_root.0, &node_root.1) => continue,
-            _ => {}
-        }
-        // A container of the reaper's own pod (the node agent).
-        if own_pod
-            .as_ref()
-            .is_some_and(|(dev, root)| mounts.iter().any(|m| m.dev == *dev && &m.root == root))
-        {
-            continue;
-        }
-        let user = mounts
-            .iter()
-            .filter(|m| !own_ids.contains(&m.id) && m.dev == dev && on_one_line(&m.root, &fs_path))
-            .find(|m| {
-                !(m.read_only
-                    && prefix_path
-                        .as_ref()
-                        .is_some_and(|prefix| m.root != *prefix && is_at_or_below(prefix, &m.root)))
-            });
-        if let Some(mount) = user {
-            let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
-            return Err(Busy::InUse(format!(
-                "pid {pid} ({}) sees it: {} of device {}:{} is mounted at {} in its container",
-                comm.trim(),
-                String::from_utf8_lossy(&mount.root),
-                dev.0,
-                dev.1,
-                String::from_utf8_lossy(&mount.point)
-            )));
-        }
-    }
-    Ok(())
+    scan::processes(
+        proc,
+        &scan::Looking {
+            dev,
+            fs_path: &fs_path,
+            prefix_path: prefix_path.as_deref(),
+            own_ids: &own_ids,
+            own_pod: own_pod.as_ref(),
+            node_root: &node_root,
+        },
+    )
 }
 
 fn not_visible() -> Busy {
@@ -336,22 +298,5 @@ fn not_visible() -> Busy {
 /// Whether `proc` is the node's: pid 2 is the kernel thread `kthreadd`, which exists
 /// only in the node's pid namespace.
 fn sees_the_node(proc: &Path) -> bool {
-    let Ok(stat) = std::fs::read_to_string(proc.join("2/stat")) else {
-        return false;
-    };
-    let Some((head, tail)) = stat.rsplit_once(')') else {
-        return false;
-    };
-    // pid (comm) state ppid pgrp session tty_nr tpgid flags …
-    let flags = tail
-        .split_whitespace()
-        .nth(6)
-        .and_then(|f| f.parse::<u64>().ok());
-    head == "2 (kthreadd" && flags.is_some_and(|f| f & PF_KTHREAD != 0)
-}
-
-/// A process that exited (or is exiting) while we read it.
-fn gone(error: &std::io::Error) -> bool {
-    // ESRCH, and EINVAL for a zombie (no mount namespace left).
-    error.kind() == std::io::ErrorKind::NotFound || matches!(error.raw_os_error(), Some(3 | 22))
+    scan::is_kernel_thread_named(proc, "2", "kthreadd")
 }

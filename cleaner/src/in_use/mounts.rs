@@ -79,25 +79,35 @@ pub(super) fn split_dev(dev: u64) -> (u32, u32) {
 /// The lines of a mountinfo file: `id parent major:minor root point options … - …`.
 /// Paths are unescaped (`\040` is a space); malformed lines are skipped.
 pub fn parse(text: &[u8]) -> Vec<Mount> {
-    text.split(|&b| b == b'\n')
-        .filter_map(|line| {
-            let mut fields = line.split(|&b| b == b' ');
-            let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
-            fields.next()?;
-            let (major, minor) = std::str::from_utf8(fields.next()?).ok()?.split_once(':')?;
-            let dev = (major.parse().ok()?, minor.parse().ok()?);
-            let root = unescape(fields.next()?);
-            let point = unescape(fields.next()?);
-            let read_only = fields.next()?.split(|&b| b == b',').any(|o| o == b"ro");
-            Some(Mount {
-                id,
-                dev,
-                root,
-                point,
-                read_only,
-            })
-        })
-        .collect()
+    text.split(|&b| b == b'\n').filter_map(parse_line).collect()
+}
+
+/// One line of a mountinfo file; `None` when malformed.
+pub(super) fn parse_line(line: &[u8]) -> Option<Mount> {
+    let mut fields = line.split(|&b| b == b' ');
+    let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
+    fields.next()?;
+    let (major, minor) = std::str::from_utf8(fields.next()?).ok()?.split_once(':')?;
+    let dev = (major.parse().ok()?, minor.parse().ok()?);
+    let root = unescape(fields.next()?);
+    let point = unescape(fields.next()?);
+    let read_only = fields.next()?.split(|&b| b == b',').any(|o| o == b"ro");
+    Some(Mount {
+        id,
+        dev,
+        root,
+        point,
+        read_only,
+    })
+}
+
+/// A line's `major:minor` and mount point fields as the kernel wrote them (escaped), to
+/// decide whether it is worth parsing before anything is allocated.
+pub(super) fn dev_and_point(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut fields = line.split(|&b| b == b' ');
+    let dev = fields.nth(2)?;
+    let point = fields.nth(1)?;
+    Some((dev, point))
 }
 
 /// Undoes the kernel's `\ooo` octal escapes of space, tab, newline and backslash.
@@ -149,5 +159,10 @@ mod tests {
         assert!(!on_one_line(b"/mnt/scratch/job2", b"/mnt/scratch/job"));
         assert_eq!(split_dev(0x0801), (8, 1));
         assert_eq!(split_dev((259 << 8) | 3), (259, 3));
+        assert_eq!(
+            dev_and_point(b"31 22 8:1 /mnt/scratch/a\\040b /host/mnt/x rw - ext4"),
+            Some((&b"8:1"[..], &b"/host/mnt/x"[..]))
+        );
+        assert_eq!(dev_and_point(b"31 22 8:1 /"), None);
     }
 }
