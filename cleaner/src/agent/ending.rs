@@ -10,6 +10,19 @@
 //! (`src/node_agent`); this crate has no API client, so `prestop-clean node-agent`
 //! refuses every such question.
 
+use super::reporting::Outcome;
+
+/// What became of a cleanup's report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Told {
+    /// Queued as an Event on the pod.
+    Recorded,
+    /// Only in the agent's log, and why (no API server, no pod known for the uid).
+    Logged(String),
+    /// Over the rate a pod (or the node) may report at: not recorded, counted.
+    Dropped(String),
+}
+
 /// What the agent learns of the node's pods from the API server: whether a pod is ending,
 /// and which pods may use a directory that no process uses at the instant.
 pub trait PodEnding: Send + Sync {
@@ -31,6 +44,15 @@ pub trait PodEnding: Send + Sync {
     fn others_reach(&self, asker: Option<&str>, host: &[u8]) -> Result<(), crate::in_use::Busy> {
         let _ = (asker, host);
         Ok(())
+    }
+
+    /// A cleanup's report (`prestop-report`), about the pod of uid `pod` (known from the
+    /// kernel, `None` outside pods): `prestop-injector node-agent` records it as an Event
+    /// on that pod. It returns at once (the cleaner waits less than a second); the
+    /// agent's log has the line either way.
+    fn report(&self, pod: Option<&str>, outcome: Outcome, line: &str) -> Told {
+        let _ = (pod, outcome, line);
+        Told::Logged("this node agent records no Events".to_owned())
     }
 
     /// For the agent's first log line: where it learns it.
