@@ -595,8 +595,8 @@ fn the_reaper_config_loads_and_allows_only_cleanable_prefixes() {
     );
 }
 
-/// Exactly pods get/list/watch and claims and volumes get cluster-wide, and events create
-/// in `default`; the full lists are compared so that any widening fails here.
+/// Exactly pods get/list/watch, claims and volumes get and events create cluster-wide
+/// (the node agent's reports, issue 39), and events create in `default`; the full lists are compared so that any widening fails here.
 #[test]
 fn the_reaper_may_read_pods_and_claims_and_create_events_and_nothing_else() {
     let Some(kubectl) = common::kubectl() else {
@@ -609,7 +609,9 @@ fn the_reaper_may_read_pods_and_claims_and_create_events_and_nothing_else() {
             json!([
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
-                 "verbs": ["get"]}
+                 "verbs": ["get"]},
+                // The node agent of the same pod: reports as Events on pods (issue 39).
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
             ]),
             "{label}"
         );
