@@ -85,6 +85,21 @@ print("asking", flush=True)
 sys.stdin.read()
 "#;
 
+/// A process in the pod's cgroup that asks once and prints the answer and the seconds.
+const ONE_ASK: &str = r#"
+import os, socket, sys, time
+with open(sys.argv[1], "w") as procs:
+    procs.write(str(os.getpid()))
+host = sys.argv[3].encode()
+fd = os.open(sys.argv[4], os.O_RDONLY | os.O_DIRECTORY)
+started = time.monotonic()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[2])
+socket.send_fds(s, [b"prestop-identity 2 %d %s\n" % (len(host), host)], [fd])
+answer = s.recv(4096).decode().strip()
+print(answer, "%.3f" % (time.monotonic() - started))
+"#;
+
 struct Greedy(Child);
 
 impl Drop for Greedy {
@@ -193,6 +208,30 @@ fn slow_connections_and_greedy_pods_leave_probes_green_and_others_answered() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(rounds >= 5, "{rounds}");
+    // And a fifth pod, known as such from its cgroup, asks once: answered at once.
+    let Some(fifth) = PodCgroup::new("4f9c5ad2-7d5b-4a5c-9e87-0d4c6a9b1e55") else {
+        return;
+    };
+    let asked = Command::new("python3")
+        .args(["-c", ONE_ASK])
+        .arg(fifth.procs())
+        .arg(&agent.socket)
+        .arg("/mnt/scratch/job")
+        .arg(&job)
+        .output()
+        .expect("python3");
+    let said = String::from_utf8_lossy(&asked.stdout);
+    assert!(said.starts_with("same "), "{said}\n{}", agent.log());
+    let seconds: f64 = said.trim()[5..].parse().expect("seconds");
+    assert!(seconds < 2.0, "{said}");
+    eprintln!("a fifth pod: {}", said.trim());
+    assert!(
+        agent
+            .log()
+            .contains("pod 4f9c5ad2-7d5b-4a5c-9e87-0d4c6a9b1e55: /mnt/scratch/job: same"),
+        "{}",
+        agent.log()
+    );
     // The figures, for the record (cargo test -- --nocapture).
     eprintln!(
         "{rounds} rounds: slowest probe {slowest_probe:?}, slowest answer {slowest_answer:?}"
@@ -233,6 +272,11 @@ fn the_agent_has_probes_and_metrics() {
     let socket = agent.socket.to_str().expect("utf-8");
     let job = open(&sandbox.path("node/mnt/scratch/job"));
     assert_eq!(ask(socket, "/mnt/scratch/job", job.as_fd()), Verdict::Same);
+    // A report is counted apart from the answers (issue 39).
+    assert_eq!(
+        prestop_clean::agent::send_report(socket, prestop_clean::agent::Outcome::Emptied, "x"),
+        Ok("logged: this node agent has no API server".to_owned())
+    );
     assert!(matches!(
         ask(socket, "/etc", job.as_fd()),
         Verdict::Refused(_)
@@ -251,6 +295,8 @@ fn the_agent_has_probes_and_metrics() {
         "prestop_injector_node_agent_answers_total{verdict=\"busy\"} 0",
         "prestop_injector_node_agent_requests_in_flight 0",
         "prestop_injector_node_agent_judgements_stuck 0",
+        "prestop_injector_node_agent_reports_total{result=\"logged\"} 1",
+        "prestop_injector_node_agent_reports_total{result=\"dropped\"} 0",
     ] {
         assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
     }
