@@ -8,12 +8,16 @@
 mod support;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, IoSlice, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use prestop_clean::agent::{encode_report, Outcome};
+use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use support::agent::NodeAgent;
 use support::{wait_until, Sandbox, BIN};
 
@@ -161,4 +165,55 @@ fn an_agent_that_predates_reports_or_never_answers_changes_nothing() {
     assert!(took < Duration::from_millis(1800), "{took:?}");
     assert!(err.contains("skipped "), "{err}");
     silent.join().expect("fake agent");
+}
+
+/// One raw request with these descriptors; the agent's answer.
+fn raw(agent: &NodeAgent, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> String {
+    let stream = UnixStream::connect(&agent.socket).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        assert!(control.push(SendAncillaryMessage::ScmRights(fds)));
+    }
+    let sent = sendmsg(
+        &stream,
+        &[IoSlice::new(bytes)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    );
+    assert_eq!(sent.expect("sendmsg"), bytes.len());
+    let mut answer = Vec::new();
+    let _ = (&stream).read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A report carries no descriptor (one that did would leave it with the agent), and what
+/// is not a whole report is refused at once, not waited for; the agent serves on.
+#[test]
+fn reports_with_a_descriptor_or_malformed_are_refused() {
+    let sandbox = Sandbox::new();
+    let agent = NodeAgent::start();
+    let dir = fs::File::open(&sandbox.target).expect("open");
+    let report = encode_report(Outcome::Emptied, "emptied /scratch: 1 entry, 1 B in 0.01 s");
+    assert_eq!(
+        raw(&agent, &report, &[dir.as_fd()]),
+        "refused: a report carries no descriptor, this one 1\n"
+    );
+    for bad in [
+        &b"prestop-report 2 gone 2 ok\n"[..],
+        b"prestop-report 2 emptied 2 o\x07\n",
+        b"prestop-report 3 emptied 2 ok\n",
+    ] {
+        let started = Instant::now();
+        let answer = raw(&agent, bad, &[]);
+        assert!(answer.starts_with("refused: "), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+    assert_eq!(
+        raw(&agent, &report, &[]),
+        "logged: this node agent has no API server\n"
+    );
 }
