@@ -10,6 +10,7 @@
 //! (`src/node_agent`); this crate has no API client, so `prestop-clean node-agent`
 //! refuses every such question.
 
+use super::peer::Peer;
 use super::reporting::Outcome;
 
 /// What became of a cleanup's report.
@@ -57,4 +58,26 @@ pub trait PodEnding: Send + Sync {
 
     /// For the agent's first log line: where it learns it.
     fn describe(&self) -> String;
+}
+
+/// `same` when the node says the asking pod is ending, else `not-ending: …`, which also
+/// says when the node cannot tell. Asked only once the directory is the pod's and nobody
+/// else uses it.
+pub(super) fn ending_answer(peer: &Peer, source: Option<&dyn PodEnding>) -> String {
+    let Some(uid) = &peer.pod else {
+        return "not-ending: the asking process is in no pod's cgroup, so the node cannot \
+                say whether its pod is ending"
+            .to_owned();
+    };
+    let Some(source) = source else {
+        return "not-ending: this node agent cannot say whether a pod is ending (it has no \
+                API server: prestop-injector node-agent has); a pod the kubelet can restart \
+                in place is left to the node reaper"
+            .to_owned();
+    };
+    match source.ending(uid) {
+        Ok(()) => "same".to_owned(),
+        // One line of the protocol, whatever the API server said.
+        Err(why) => format!("not-ending: {}", why.replace(|c: char| c.is_control(), " ")),
+    }
 }

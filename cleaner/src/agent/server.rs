@@ -33,7 +33,7 @@ use std::time::Instant;
 use rustix::fs::{Mode, OFlags};
 
 use super::args::AgentArgs;
-use super::ending::{PodEnding, Told};
+use super::ending::{ending_answer, PodEnding, Told};
 use super::http;
 use super::judge::{busy_answer, judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_STUCK};
@@ -337,28 +337,6 @@ fn answer(
         )),
     };
     (Some(host), answer)
-}
-
-/// `same` when the node says the asking pod is ending, else `not-ending: …`, which also
-/// says when the node cannot tell. Asked only once the directory is the pod's and nobody
-/// else uses it.
-fn ending_answer(peer: &Peer, source: Option<&dyn PodEnding>) -> String {
-    let Some(uid) = &peer.pod else {
-        return "not-ending: the asking process is in no pod's cgroup, so the node cannot \
-                say whether its pod is ending"
-            .to_owned();
-    };
-    let Some(source) = source else {
-        return "not-ending: this node agent cannot say whether a pod is ending (it has no \
-                API server: prestop-injector node-agent has); a pod the kubelet can restart \
-                in place is left to the node reaper"
-            .to_owned();
-    };
-    match source.ending(uid) {
-        Ok(()) => "same".to_owned(),
-        // One line of the protocol, whatever the API server said.
-        Err(why) => format!("not-ending: {}", why.replace(|c: char| c.is_control(), " ")),
-    }
 }
 
 /// The line a client gets, and what only the log says.
