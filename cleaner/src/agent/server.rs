@@ -162,12 +162,21 @@ fn start(args: &AgentArgs, pod_ending: Option<Arc<dyn PodEnding>>) -> Result<(),
         }
         loop {
             match listener.accept() {
-                Ok((stream, _)) => admit(stream, &shared),
+                Ok((stream, _)) => {
+                    // A flood of connections keeps the loop here, alive all the same: its
+                    // heart beats with each one, so a tenant cannot stop it.
+                    shared.stats.beat();
+                    admit(stream, &shared);
+                }
                 Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
                 // A connection that failed before it was accepted (ECONNABORTED), or no
-                // descriptor left (EMFILE): the next one may do.
-                Err(_) => break,
+                // descriptor left (EMFILE): the next one may do, after a pause that keeps
+                // a listener that stays readable from spinning.
+                Err(_) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    break;
+                }
             }
         }
     }
