@@ -16,10 +16,11 @@
 //! sent nothing held the 8 threads there were, and the kubelet's probe was closed
 //! unanswered): a connection costs a descriptor and a buffer, never a thread; it has
 //! [`CONNECTION_DEADLINE`] for its whole request; beyond [`MAX_CONNECTIONS`] the oldest
-//! is closed, so a flood of idle ones only ever closes its own.
+//! connection of the address that holds the most is closed, so a flood from one pod
+//! only ever closes its own, never the kubelet's probe from the node.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,6 +40,8 @@ const MAX_HTTP_REQUEST: usize = 8192;
 
 struct Connection {
     stream: TcpStream,
+    /// Where it comes from: the kubelet's probes from the node, a tenant from its pod.
+    from: IpAddr,
     since: Instant,
     request: Vec<u8>,
 }
@@ -95,15 +98,16 @@ fn serve(listener: &TcpListener, stats: &Stats, socket: &str, inode: u64) {
             // oldest, never itself.
             for _ in 0..MAX_CONNECTIONS {
                 match listener.accept() {
-                    Ok((stream, _)) => {
+                    Ok((stream, from)) => {
                         if stream.set_nonblocking(true).is_err() {
                             continue;
                         }
                         if open.len() >= MAX_CONNECTIONS {
-                            open.remove(0);
+                            open.remove(oldest_of_the_busiest(&open));
                         }
                         open.push(Connection {
                             stream,
+                            from: from.ip(),
                             since: Instant::now(),
                             request: Vec::new(),
                         });
@@ -114,6 +118,18 @@ fn serve(listener: &TcpListener, stats: &Stats, socket: &str, inode: u64) {
             }
         }
     }
+}
+
+/// The connection to close for a new one: the oldest of the address that holds the
+/// most, so that a flood from one pod closes its own, never the kubelet's probe.
+fn oldest_of_the_busiest(open: &[Connection]) -> usize {
+    let count = |ip: IpAddr| open.iter().filter(|c| c.from == ip).count();
+    let busiest = open
+        .iter()
+        .map(|c| c.from)
+        .max_by_key(|ip| count(*ip))
+        .expect("a full list");
+    open.iter().position(|c| c.from == busiest).unwrap_or(0)
 }
 
 /// Reads what is there; true when the request is whole (or will never be).
