@@ -185,8 +185,8 @@ fn chart_takes_only_prefixes_every_component_reads_alike() {
 /// The chart's default render and the kustomize overlay agree on every security-relevant
 /// field (webhooks in full: rules, failurePolicy, matchConditions, namespace exclusions;
 /// the pods' security contexts, arguments, probes, mounts and volumes, the node agent's
-/// included; where the webhook's config sends the cleaners; RBAC), for both modes, with
-/// the reaper, and with the node agent off.
+/// included; where the webhook's config sends the cleaners; RBAC; NetworkPolicies), for
+/// both modes, with the reaper, and with the node agent off.
 #[test]
 fn chart_and_kustomize_agree_on_security_fields() {
     let (Some(helm), Some(kubectl)) = (common::helm(), common::kubectl()) else {
@@ -254,6 +254,9 @@ fn chart_security_view_sees_a_widening() {
         "nodeAgent.enabled=false",
         "nodeAgent.hostDirectory=/var/run/elsewhere",
         "nodeDaemonSet.tolerations=null",
+        "networkPolicy.enabled=false",
+        "networkPolicy.apiServer.cidrs={10.0.0.0/8}",
+        "networkPolicy.prometheus.namespace=everyone",
     ] {
         let view = chart::security_view(&render(&helm, &["--set", value]));
         assert!(

@@ -276,9 +276,11 @@ fn assert_runs_the_node_agent(label: &str, objects: &[Value], name: &str) {
             json!([
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
-                 "verbs": ["get"]}
+                 "verbs": ["get"]},
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
             ]),
-            "{label}: list and watch Pods, get claims and volumes, nothing else"
+            "{label}: list and watch Pods, get claims and volumes, create Events (the \
+             cleanups' reports, issue 39), nothing else"
         );
     }
 }

@@ -254,8 +254,8 @@ fn the_reaper_is_first_in_the_pod_where_the_documented_patches_look() {
 
 /// Every namespaced object of the reaper is in prestop-node, the namespace of the pod it
 /// joins, except the Events Role and RoleBinding (in `default`, where Node events are);
-/// nothing but the node's DaemonSet and its Namespace and the reaper's objects is in
-/// prestop-node, and nothing of the reaper in prestop-system. For every install with the
+/// nothing but the node's DaemonSet and its Namespace, its NetworkPolicy and the
+/// reaper's objects is in prestop-node, and nothing of the reaper in prestop-system. For every install with the
 /// reaper.
 #[test]
 fn every_reaper_object_is_in_the_node_namespace() {
@@ -284,7 +284,8 @@ fn every_reaper_object_is_in_the_node_namespace() {
         let daemonset = daemonset(with);
         assert_eq!(daemonset["metadata"]["namespace"], NAMESPACE, "{label}");
         for object in with {
-            if object["metadata"]["namespace"] == NAMESPACE {
+            // The node pod's NetworkPolicy (issue 39) selects the DaemonSet's pods.
+            if object["metadata"]["namespace"] == NAMESPACE && object["kind"] != "NetworkPolicy" {
                 assert!(
                     reaper.contains(&object) || object == daemonset,
                     "{label}: {} is neither the node's DaemonSet nor a reaper object",
@@ -595,8 +596,8 @@ fn the_reaper_config_loads_and_allows_only_cleanable_prefixes() {
     );
 }
 
-/// Exactly pods get/list/watch and claims and volumes get cluster-wide, and events create
-/// in `default`; the full lists are compared so that any widening fails here.
+/// Exactly pods get/list/watch, claims and volumes get and events create cluster-wide
+/// (the node agent's reports, issue 39), and events create in `default`; the full lists are compared so that any widening fails here.
 #[test]
 fn the_reaper_may_read_pods_and_claims_and_create_events_and_nothing_else() {
     let Some(kubectl) = common::kubectl() else {
@@ -609,7 +610,9 @@ fn the_reaper_may_read_pods_and_claims_and_create_events_and_nothing_else() {
             json!([
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
-                 "verbs": ["get"]}
+                 "verbs": ["get"]},
+                // The node agent of the same pod: reports as Events on pods (issue 39).
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
             ]),
             "{label}"
         );

@@ -11,6 +11,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use prestop_clean::agent::reporting::{send_report, Outcome};
 use prestop_clean::argv::Target;
 use prestop_clean::{escape, size, stop_walks, thousands, walks_stopped, Report};
 
@@ -23,13 +24,15 @@ pub struct Deadline {
     start: Instant,
     seconds: u64,
     targets: Vec<String>,
+    /// `--node-agent`: where the timer's own line is reported, when it prints it.
+    agent: Option<String>,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// The line was printed (by the main thread or the timer): never twice.
-    reported: bool,
+    /// The line, once printed (by the main thread or the timer): never twice.
+    line: Option<String>,
     /// Entries and bytes of the targets already done.
     removed: u64,
     bytes: u64,
@@ -41,11 +44,17 @@ struct State {
 
 impl Deadline {
     /// Starts the timer: `seconds` after `start`, every walk stops.
-    pub fn arm(start: Instant, seconds: u64, targets: &[Target]) -> &'static Deadline {
+    pub fn arm(
+        start: Instant,
+        seconds: u64,
+        targets: &[Target],
+        agent: Option<&str>,
+    ) -> &'static Deadline {
         let deadline: &'static Deadline = Box::leak(Box::new(Deadline {
             start,
             seconds,
             targets: targets.iter().map(|t| escape(t.path.as_bytes())).collect(),
+            agent: agent.map(str::to_owned),
             state: Mutex::new(State::default()),
         }));
         std::thread::spawn(move || {
@@ -53,7 +62,13 @@ impl Deadline {
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
             stop_walks();
             std::thread::sleep(STRAGGLER);
-            if deadline.report(" (a removal had not returned: counts from its last progress)") {
+            if let Some(line) =
+                deadline.report(" (a removal had not returned: counts from its last progress)")
+            {
+                // Within the second the webhook's margin still leaves before the kill.
+                if let Some(agent) = &deadline.agent {
+                    let _ = send_report(agent, Outcome::CutOff, &line);
+                }
                 std::process::exit(1);
             }
         });
@@ -94,13 +109,17 @@ impl Deadline {
         true
     }
 
-    /// Prints the line unless it was printed already; true when this call printed it.
-    fn report(&self, note: &str) -> bool {
+    /// The cut-off line, once printed.
+    pub fn line(&self) -> Option<String> {
+        self.lock().line.clone()
+    }
+
+    /// Prints the line unless it was printed already; the line when this call printed it.
+    fn report(&self, note: &str) -> Option<String> {
         let mut state = self.lock();
-        if state.reported {
-            return false;
+        if state.line.is_some() {
+            return None;
         }
-        state.reported = true;
         let removed = state.removed + state.current_removed;
         let bytes = state.bytes + state.current_bytes;
         let mut left: Vec<String> = Vec::new();
@@ -114,9 +133,9 @@ impl Deadline {
         for target in self.targets.iter().skip(first_left) {
             left.push(format!("{target} (not started)"));
         }
-        eprintln!(
-            "prestop-clean: cut off by its deadline, {} s after the start: removed {} {}, {} \
-             in {:.2} s{note}; left for the node reaper: {}",
+        let line = format!(
+            "cut off by its deadline, {} s after the start: removed {} {}, {} in {:.2} \
+             s{note}; left for the node reaper: {}",
             self.seconds,
             thousands(removed),
             if removed == 1 { "entry" } else { "entries" },
@@ -128,7 +147,9 @@ impl Deadline {
                 left.join(", ")
             }
         );
-        true
+        eprintln!("prestop-clean: {line}");
+        state.line = Some(line.clone());
+        Some(line)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

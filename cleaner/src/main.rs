@@ -27,6 +27,7 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use deadline::Deadline;
+use prestop_clean::agent::reporting::{outcome_of, send_report, Outcome};
 use prestop_clean::agent::{AgentArgs, Question, NODE_AGENT};
 use prestop_clean::argv::{
     Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
@@ -115,9 +116,14 @@ fn checked(targets: &[Target]) -> Option<u8> {
 
 fn hook(args: &HookArgs) -> u8 {
     // The deadline counts from here: the user's handler and script run inside it.
-    let deadline = args
-        .deadline
-        .map(|seconds| Deadline::arm(Instant::now(), seconds, &args.targets));
+    let deadline = args.deadline.map(|seconds| {
+        Deadline::arm(
+            Instant::now(),
+            seconds,
+            &args.targets,
+            args.node_agent.as_deref(),
+        )
+    });
     let mut status = 0;
     match &args.before {
         Before::Nothing => {}
@@ -174,9 +180,10 @@ fn run(command: &mut Command, program: &str) -> u8 {
 
 /// Empties every target, one summary line each on stderr; true when all are clean. Past
 /// the deadline, nothing more is started and the cut-off line replaces the summary of
-/// the target it stopped.
+/// the target it stopped. With a node agent, the lines go to it too ([`report`]).
 fn clean_all(targets: &[Target], question: Question<'_>, deadline: Option<&Deadline>) -> bool {
     let mut clean = true;
+    let (mut outcome, mut lines) = (Outcome::Emptied, Vec::new());
     for (index, target) in targets.iter().enumerate() {
         if walks_stopped() {
             break;
@@ -194,12 +201,41 @@ fn clean_all(targets: &[Target], question: Question<'_>, deadline: Option<&Deadl
         };
         clean &= report.is_clean();
         if report.is_clean() || !walks_stopped() {
-            eprintln!("prestop-clean: {}", report.summary());
+            let line = report.summary();
+            eprintln!("prestop-clean: {line}");
+            outcome = outcome.worse(outcome_of(&report));
+            lines.push(line);
         }
     }
-    match deadline {
-        Some(deadline) => !deadline.report_if_cut_off() && clean,
-        None => clean,
+    let cut_off = deadline.is_some_and(Deadline::report_if_cut_off);
+    if cut_off {
+        // The deadline's line first: it is what the Event's first kilobyte must say.
+        outcome = Outcome::CutOff;
+        if let Some(line) = deadline.and_then(Deadline::line) {
+            lines.insert(0, line);
+        }
+    }
+    if let Some(socket) = question.socket {
+        report(socket, outcome, &lines.join(" | "));
+    }
+    !cut_off && clean
+}
+
+/// Hands the cleanup's lines to the node agent, which records them as an Event on this
+/// pod (issue 39: the kubelet's `FailedPreStopHook` no longer carries a hook's output).
+/// Whatever happens, within less than a second, and nothing changes: not the exit
+/// status, not the lines already printed.
+fn report(socket: &str, outcome: Outcome, line: &str) {
+    if line.is_empty() {
+        return;
+    }
+    match send_report(socket, outcome, line) {
+        Ok(answer) if answer == "recorded" || answer.starts_with("logged: ") => {}
+        Ok(answer) => eprintln!(
+            "prestop-clean: the node agent did not record this report: {}",
+            escape(answer.as_bytes())
+        ),
+        Err(why) => eprintln!("prestop-clean: could not report to the node agent: {why}"),
     }
 }
 
@@ -236,9 +272,14 @@ fn sidecar(args: &SidecarArgs) -> u8 {
         }
     );
     // The sidecar's deadline counts from the signal: the kubelet's kill counts from it too.
-    let deadline = args
-        .deadline
-        .map(|seconds| Deadline::arm(Instant::now(), seconds, &args.targets));
+    let deadline = args.deadline.map(|seconds| {
+        Deadline::arm(
+            Instant::now(),
+            seconds,
+            &args.targets,
+            args.node_agent.as_deref(),
+        )
+    });
     let question = Question {
         socket: args.node_agent.as_deref(),
         pod_ending: args.restartable,

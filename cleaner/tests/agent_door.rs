@@ -6,17 +6,16 @@
 mod support;
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use prestop_clean::agent::{ask, ask_with_patience, Verdict, PLACES_PER_PEER};
 use support::agent::{NodeAgent, START_AGENT_SH};
+use support::cgroup::PodCgroup;
 use support::{is_root, skip, unshare, wait_until, Sandbox, BIN};
 
 /// `node/mnt/scratch/job` and an agent serving that node for `--allow /mnt/scratch`.
@@ -30,91 +29,6 @@ fn node(sandbox: &Sandbox, extra: &[&str]) -> NodeAgent {
 
 fn open(path: &Path) -> OwnedFd {
     fs::File::open(path).expect("open").into()
-}
-
-/// A cgroup named as the kubelet names a pod's (`…/pod<uid>`), removed when dropped.
-struct PodCgroup {
-    top: PathBuf,
-    pod: PathBuf,
-}
-
-impl PodCgroup {
-    /// `None` (skipped, or failed under PRESTOP_REQUIRE_TOOLS) where no cgroup hierarchy
-    /// is writable.
-    fn new(uid: &str) -> Option<PodCgroup> {
-        if !is_root() {
-            skip("creating a pod's cgroup needs root");
-            return None;
-        }
-        let name = format!("prestop-test-{}", std::process::id());
-        for base in [
-            "/sys/fs/cgroup/unified",
-            "/sys/fs/cgroup/pids",
-            "/sys/fs/cgroup",
-        ] {
-            let top = Path::new(base).join(&name);
-            let pod = top.join(format!("kubepods/besteffort/pod{uid}"));
-            if Path::new(base).join("cgroup.procs").is_file() && fs::create_dir_all(&pod).is_ok() {
-                return Some(PodCgroup { top, pod });
-            }
-        }
-        skip("no writable cgroup hierarchy");
-        None
-    }
-
-    /// A process in this cgroup that holds `count` connections to `socket` open without a
-    /// word, until it is killed.
-    fn hold_connections(&self, socket: &Path, count: usize) -> Holder {
-        let script = r#"
-import os, socket, sys
-with open(sys.argv[1], "w") as procs:
-    procs.write(str(os.getpid()))
-held = []
-for _ in range(int(sys.argv[3])):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sys.argv[2])
-    held.append(s)
-print("held", flush=True)
-sys.stdin.read()
-"#;
-        let mut child = Command::new("python3")
-            .args(["-c", script])
-            .arg(self.pod.join("cgroup.procs"))
-            .arg(socket)
-            .arg(count.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("python3");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read");
-        assert_eq!(line, "held\n", "the holder did not connect");
-        Holder(child)
-    }
-}
-
-impl Drop for PodCgroup {
-    fn drop(&mut self) {
-        // Leaves first: a cgroup is removed only when empty, from the bottom up.
-        let mut dir = self.pod.clone();
-        while dir.starts_with(&self.top) {
-            let _ = fs::remove_dir(&dir);
-            if !dir.pop() {
-                break;
-            }
-        }
-    }
-}
-
-struct Holder(Child);
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// How many requests the agent has turned away as busy, from its log.
@@ -307,95 +221,6 @@ fn a_descriptor_on_a_filesystem_that_never_answers_cannot_park_the_agent() {
         "{out}"
     );
     assert!(out.contains("legit: same\n"), "{out}\n{err}");
-}
-
-/// A free port on 127.0.0.1 (bound, then released for the agent).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("bind")
-        .port()
-}
-
-fn get(address: &str, path: &str) -> (String, String) {
-    let mut stream = TcpStream::connect(address).expect("connect");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: agent\r\n\r\n").expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a whole response");
-    let status = head.lines().next().unwrap_or_default().to_owned();
-    (status, body.to_owned())
-}
-
-/// The agent's probes and metrics, for the kubelet and Prometheus: counted answers, and
-/// a liveness that fails when no cleaner can reach the agent any more (its socket removed
-/// or replaced), so that the kubelet restarts it.
-#[test]
-fn the_agent_has_probes_and_metrics() {
-    let sandbox = Sandbox::new();
-    let address = format!("127.0.0.1:{}", free_port());
-    let agent = node(&sandbox, &["--metrics-listen", &address]);
-    let socket = agent.socket.to_str().expect("utf-8");
-    let job = open(&sandbox.path("node/mnt/scratch/job"));
-    assert_eq!(ask(socket, "/mnt/scratch/job", job.as_fd()), Verdict::Same);
-    assert!(matches!(
-        ask(socket, "/etc", job.as_fd()),
-        Verdict::Refused(_)
-    ));
-    for probe in ["/healthz", "/readyz"] {
-        assert_eq!(
-            get(&address, probe),
-            ("HTTP/1.1 200 OK".into(), "ok\n".into())
-        );
-    }
-    let (status, metrics) = get(&address, "/metrics");
-    assert_eq!(status, "HTTP/1.1 200 OK");
-    for line in [
-        "prestop_injector_node_agent_answers_total{verdict=\"same\"} 1",
-        "prestop_injector_node_agent_answers_total{verdict=\"refused\"} 1",
-        "prestop_injector_node_agent_answers_total{verdict=\"busy\"} 0",
-        "prestop_injector_node_agent_requests_in_flight 0",
-        "prestop_injector_node_agent_judgements_stuck 0",
-    ] {
-        assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
-    }
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut promtool) => {
-            promtool
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(metrics.as_bytes())
-                .expect("write");
-            let checked = promtool.wait_with_output().expect("promtool");
-            assert!(
-                checked.status.success(),
-                "{}{}",
-                String::from_utf8_lossy(&checked.stdout),
-                String::from_utf8_lossy(&checked.stderr)
-            );
-        }
-        Err(_) => skip("promtool (Debian's prometheus) is not installed"),
-    }
-    assert_eq!(get(&address, "/other").0, "HTTP/1.1 404 Not Found");
-    // A socket replaced behind the agent's back: no cleaner reaches this agent any more.
-    fs::remove_file(&agent.socket).expect("rm");
-    symlink("/dev/null", &agent.socket).expect("symlink");
-    let (status, body) = get(&address, "/healthz");
-    assert_eq!(status, "HTTP/1.1 503 Service Unavailable");
-    assert!(
-        body.contains("is no longer the socket the agent bound"),
-        "{body}"
-    );
 }
 
 /// One normalization for the webhook and the agent: a prefix written with a trailing `/`

@@ -854,12 +854,19 @@ count /mnt/scratch/$POD_UID
         ),
         "{err}"
     );
+    // The cleaner's own lines: the agents' logs, appended to `err`, repeat each cleanup's
+    // line as its report (issue 39).
+    let cleaner: String = err
+        .lines()
+        .filter(|l| l.starts_with("prestop-clean: "))
+        .collect();
     assert_eq!(
-        err.matches(&format!(
-            "not the node's /mnt/scratch/{POD_UID}: the node's /mnt/scratch/{POD_UID} is not \
-             the pod's directory (the pod's directory is 0:"
-        ))
-        .count(),
+        cleaner
+            .matches(&format!(
+                "not the node's /mnt/scratch/{POD_UID}: the node's /mnt/scratch/{POD_UID} is \
+                 not the pod's directory (the pod's directory is 0:"
+            ))
+            .count(),
         2,
         "{err}"
     );

@@ -548,7 +548,8 @@ walk_meets_a_new_pod() {
 # pod from the kernel. The kubelet's order is replayed on the pod's status (there is no
 # kubelet here): a sandbox recreation (every container stopped, the pod Running and not
 # deleted) and the restart in place after it remove nothing; the deletion, begun while a
-# finalizer holds the object, lets the next SIGTERM empty the directory.
+# finalizer holds the object, lets the next SIGTERM empty the directory. Each life's
+# report is an Event on the pod (issue 39): refused twice, then emptied.
 RESTART_CGROUP=
 restart_cgroup_remove() {
   [[ -n "$RESTART_CGROUP" ]] || return 0
@@ -579,6 +580,12 @@ restart_sidecar_life() { # dir host-path socket
 pod_lists() {
   k get --raw /metrics | awk '/^apiserver_request_total\{/ && /resource="pods"/ && /verb="LIST"/ &&
     !/subresource="[a-z]/ { n += $NF } END { print n + 0 }'
+}
+# Issue 39: the cleanup's lines as an Event on the pod the agent knows from the kernel
+# (the sidecar's cgroup), written to the real API server.
+pod_event_says() { # pod reason text
+  k get events -n e2e --field-selector "involvedObject.name=$1,reason=$2" \
+    -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}' | grep -qF -- "$3"
 }
 replay_status() { # pod json-status
   k patch pod -n e2e "$1" --subresource=status --type=merge -p "{\"status\": $2}" >/dev/null
@@ -627,6 +634,8 @@ restartable_pod_ends_on_the_nodes_word() {
   expect "its SIGTERM in a sandbox recreation removes nothing: the agent says the pod is not ending ($(tail -1 "$WORK/s11-sidecar.log" | cut -c1-300))" \
     grep -q "the node agent says: pod e2e/$name is neither being deleted nor finished" "$WORK/s11-sidecar.log"
   expect "every file stays" untouched "$dir"
+  expect "its report is a Warning PrestopCleanupRefused Event on the pod, with the agent's sentence" \
+    wait_for 10 pod_event_says "$name" PrestopCleanupRefused "Warning skipped $dir: "
   # Started again in place (restartCount 1), and stopped again by another recreation.
   replay_status "$name" "{\"containerStatuses\": [{$app, \"ready\": true, \"restartCount\": 1, \"state\": {\"running\": {}}}]}"
   expect "the sidecar's second life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
@@ -644,6 +653,10 @@ restartable_pod_ends_on_the_nodes_word() {
   # watch) can count now.
   expect "three questions, fewer than three LISTs of pods (the API server counted $lists_before, then $(pod_lists))" \
     test "$(($(pod_lists) - lists_before))" -lt 3
+  expect "and its report is a Normal PrestopCleanup Event on the pod" \
+    wait_for 10 pod_event_says "$name" PrestopCleanup "Normal emptied $dir: "
+  expect "the agent counted three recorded reports" \
+    test "$(grep -c '^.*: recorded \[on the node: report ' "$WORK/agent.log")" -eq 3
 
   kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
   restart_cgroup_remove

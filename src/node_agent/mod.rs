@@ -7,14 +7,18 @@
 //! is named by the kernel (its cgroup's pod uid), never by the request: the agent
 //! watches the pods bound to its node ([`NodePods`], one watch, no LIST per question) and
 //! finds that uid among them ([`crate::node::ending::decide`]).
+//!
+//! It also records each cleanup's report as an Event on the pod the kernel names
+//! ([`events`], issue 39).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use prestop_clean::agent::{serve_with, AgentArgs, PodEnding};
+use prestop_clean::agent::{serve_with, AgentArgs, Outcome, PodEnding, Told};
 
+pub mod events;
 pub mod others;
 
 use crate::config::Config;
@@ -63,6 +67,8 @@ pub fn run(args: NodeAgentArgs) -> anyhow::Result<ExitCode> {
         .context("node-agent: connecting to the API server (in-cluster config or kubeconfig)")?;
     let pods = NodePods::new();
     runtime.spawn(pods.clone().follow(client.clone(), args.node_name.clone()));
+    let (events, recording) = events::PodEvents::new(client.clone(), pods.clone(), &args.node_name);
+    runtime.spawn(recording);
     let others = Others {
         pods: pods.clone(),
         own: others::own_pod(),
@@ -78,6 +84,7 @@ pub fn run(args: NodeAgentArgs) -> anyhow::Result<ExitCode> {
         _runtime: runtime,
         pods,
         others,
+        events,
         node: args.node_name,
     });
     // Beside the serving, which needs no API server for its other answers.
@@ -92,6 +99,7 @@ struct FromWatch {
     _runtime: tokio::runtime::Runtime,
     pods: NodePods,
     others: Others,
+    events: events::PodEvents,
     node: String,
 }
 
@@ -131,6 +139,10 @@ impl PodEnding for FromWatch {
             Busy::Unknown("the host path is not UTF-8, as no pod spec's is".to_owned())
         })?;
         self.others.check(asker, host)
+    }
+
+    fn report(&self, pod: Option<&str>, outcome: Outcome, line: &str) -> Told {
+        self.events.report(pod, outcome, line)
     }
 
     fn describe(&self) -> String {

@@ -172,6 +172,39 @@ fn rbac_view(objects: &[Value]) -> Value {
     Value::Array(entries)
 }
 
+/// NetworkPolicies without names or selectors' labels (which differ between the installs):
+/// each policy's namespace, the workload whose pods it selects (a podSelector must match
+/// that workload's pod labels), its types and its ingress rules in full (issue 39).
+fn network_policy_view(objects: &[Value]) -> Value {
+    let workloads: Vec<(&str, &Value)> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap(),
+                &o["spec"]["template"]["metadata"]["labels"],
+            )
+        })
+        .collect();
+    let mut entries: Vec<Value> = of_kind(objects, "NetworkPolicy")
+        .iter()
+        .map(|p| {
+            let selector = p["spec"]["podSelector"]["matchLabels"].as_object().unwrap();
+            let selects: Vec<&str> = workloads
+                .iter()
+                .filter(|(_, labels)| selector.iter().all(|(k, v)| labels[k.as_str()] == *v))
+                .map(|(kind, _)| *kind)
+                .collect();
+            json!({
+                "namespace": p["metadata"]["namespace"], "selects": selects,
+                "policyTypes": p["spec"]["policyTypes"], "ingress": p["spec"]["ingress"],
+            })
+        })
+        .collect();
+    entries.sort_by_key(Value::to_string);
+    Value::Array(entries)
+}
+
 /// The webhook's config (the ConfigMap the Deployment mounts), parsed.
 pub fn webhook_config(objects: &[Value]) -> Value {
     let deployment = one(objects, "Deployment");
@@ -226,6 +259,7 @@ pub fn security_view(objects: &[Value]) -> Value {
     accounts.sort_by_key(Value::to_string);
     view.insert("ServiceAccounts".into(), Value::Array(accounts));
     view.insert("RBAC".into(), rbac_view(objects));
+    view.insert("NetworkPolicies".into(), network_policy_view(objects));
     view.insert(
         "WebhookConfigNodeAgent".into(),
         webhook_config(objects)["nodeAgent"].clone(),

@@ -10,6 +10,20 @@
 //! (`src/node_agent`); this crate has no API client, so `prestop-clean node-agent`
 //! refuses every such question.
 
+use super::peer::Peer;
+use super::reporting::Outcome;
+
+/// What became of a cleanup's report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Told {
+    /// Queued as an Event on the pod.
+    Recorded,
+    /// Only in the agent's log, and why (no API server, no pod known for the uid).
+    Logged(String),
+    /// Over the rate a pod (or the node) may report at: not recorded, counted.
+    Dropped(String),
+}
+
 /// What the agent learns of the node's pods from the API server: whether a pod is ending,
 /// and which pods may use a directory that no process uses at the instant.
 pub trait PodEnding: Send + Sync {
@@ -33,6 +47,37 @@ pub trait PodEnding: Send + Sync {
         Ok(())
     }
 
+    /// A cleanup's report (`prestop-report`), about the pod of uid `pod` (known from the
+    /// kernel, `None` outside pods): `prestop-injector node-agent` records it as an Event
+    /// on that pod. It returns at once (the cleaner waits less than a second); the
+    /// agent's log has the line either way.
+    fn report(&self, pod: Option<&str>, outcome: Outcome, line: &str) -> Told {
+        let _ = (pod, outcome, line);
+        Told::Logged("this node agent records no Events".to_owned())
+    }
+
     /// For the agent's first log line: where it learns it.
     fn describe(&self) -> String;
+}
+
+/// `same` when the node says the asking pod is ending, else `not-ending: …`, which also
+/// says when the node cannot tell. Asked only once the directory is the pod's and nobody
+/// else uses it.
+pub(super) fn ending_answer(peer: &Peer, source: Option<&dyn PodEnding>) -> String {
+    let Some(uid) = &peer.pod else {
+        return "not-ending: the asking process is in no pod's cgroup, so the node cannot \
+                say whether its pod is ending"
+            .to_owned();
+    };
+    let Some(source) = source else {
+        return "not-ending: this node agent cannot say whether a pod is ending (it has no \
+                API server: prestop-injector node-agent has); a pod the kubelet can restart \
+                in place is left to the node reaper"
+            .to_owned();
+    };
+    match source.ending(uid) {
+        Ok(()) => "same".to_owned(),
+        // One line of the protocol, whatever the API server said.
+        Err(why) => format!("not-ending: {}", why.replace(|c: char| c.is_control(), " ")),
+    }
 }

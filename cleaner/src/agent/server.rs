@@ -1,5 +1,6 @@
 //! The agent's server: a unix socket every pod's cleaner can reach, one thread per
-//! request, places shared fairly between pods, and a deadline on every judgement.
+//! connection, judging turns shared fairly between pods ([`super::queue`]), and a
+//! deadline on every judgement.
 //!
 //! ```text
 //! prestop-clean node-agent --host-root DIR --socket PATH [--allow PREFIX]...
@@ -10,31 +11,37 @@
 //! serves this same agent with that source ([`serve_with`], [`PodEnding`]); this program
 //! alone refuses every `ending` question.
 //!
-//! What no client can do (issue 32): hold more than [`PLACES_PER_PEER`] of the
-//! [`MAX_IN_FLIGHT`] places (its pod's share, known from the kernel: [`Peer`]); keep a
-//! place longer than [`TIMEOUT`] without a whole request; keep the answer waiting longer
-//! than [`JUDGE_DEADLINE`] (a judgement still running then is *stuck*, counted, and the
-//! probes fail once [`MAX_STUCK`] are, so that the kubelet restarts the agent).
+//! What no client can do (issues 32 and 39): hold more than
+//! [`PLACES_PER_PEER`](super::PLACES_PER_PEER) connections (its pod's share, known from the kernel: [`Peer`]); keep one longer than
+//! [`TIMEOUT`] without a whole request; go ahead of another pod's request for a judging
+//! turn; keep the answer waiting longer than [`JUDGE_DEADLINE`] (a judgement still running
+//! then is *stuck* and counted; at [`MAX_STUCK`] the agent refuses until they end). The
+//! accepting loop beats a heart for the probes ([`Stats::beat`]), which say only whether
+//! the agent itself works, never what tenants hold.
+//!
+//! A cleanup's report (`prestop-report`, [`super::reporting`]) is handed to the source of
+//! pods ([`PodEnding::report`]), about the pod the kernel names.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 use rustix::fs::{Mode, OFlags};
 
 use super::args::AgentArgs;
-use super::ending::PodEnding;
+use super::ending::{ending_answer, PodEnding, Told};
 use super::http;
 use super::judge::{busy_answer, judge, Node};
-use super::limits::{JUDGE_DEADLINE, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
+use super::limits::{JUDGE_DEADLINE, MAX_STUCK};
 use super::peer::Peer;
 use super::protocol::{shown, TIMEOUT};
-use super::socket::{listen, read_request};
+use super::queue::{Door, QUEUE_PATIENCE};
+use super::reporting::Outcome;
+use super::socket::{listen, read_request, Incoming};
 use super::stats::Stats;
 use crate::report::escape;
 
@@ -70,8 +77,7 @@ struct Shared {
     root_path: String,
     allow: Vec<Vec<u8>>,
     stats: Arc<Stats>,
-    /// Places taken, by share ([`Peer::share`]).
-    places: Mutex<HashMap<String, usize>>,
+    door: Arc<Door>,
     pod_ending: Option<Arc<dyn PodEnding>>,
 }
 
@@ -132,33 +138,94 @@ fn start(args: &AgentArgs, pod_ending: Option<Arc<dyn PodEnding>>) -> Result<(),
         root_path,
         allow: args.allow.iter().map(|p| p.clone().into_bytes()).collect(),
         stats,
-        places: Mutex::new(HashMap::new()),
+        door: Door::new(),
         pod_ending,
     });
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let peer = Peer::of(&stream).unwrap_or(Peer {
-            pid: 0,
-            uid: u32::MAX,
-            pod: None,
-        });
-        let place = match Place::take(&shared, &peer) {
-            Ok(place) => place,
-            Err(answer) => {
-                // A fresh socket's buffer takes one line without blocking.
-                log(&peer, b"-", answer);
-                shared.stats.count(answer);
-                let _ = stream.set_write_timeout(Some(TIMEOUT));
-                let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
-                continue;
-            }
+    listener
+        .set_nonblocking(true)
+        .map_err(|err| format!("cannot make {} non-blocking: {err}", args.socket))?;
+    loop {
+        // The heart beats at least once a second while the loop runs, connections or
+        // none: the probes' word that the agent still accepts.
+        shared.stats.beat();
+        let mut ready = [rustix::event::PollFd::new(
+            &listener,
+            rustix::event::PollFlags::IN,
+        )];
+        let second = rustix::event::Timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
         };
-        let shared = shared.clone();
-        // Without a thread (resources exhausted) the connection is dropped unanswered:
-        // the client, without an answer, skips the target.
-        let _ = std::thread::Builder::new().spawn(move || {
-            let (host, answer) = answer(&stream, &peer, &shared);
-            drop(place);
+        match rustix::event::poll(&mut ready, Some(&second)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(err) => return Err(format!("the listening socket failed: {err}")),
+        }
+        loop {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    // A flood of connections keeps the loop here, alive all the same: its
+                    // heart beats with each one, so a tenant cannot stop it.
+                    shared.stats.beat();
+                    admit(stream, &shared);
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                // A connection that failed before it was accepted (ECONNABORTED), or no
+                // descriptor left (EMFILE): the next one may do, after a pause that keeps
+                // a listener that stays readable from spinning.
+                Err(_) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Stack of a connection's thread: it reads one request, waits and writes one line.
+const CONNECTION_STACK: usize = 256 * 1024;
+
+/// One accepted connection: in at the door, or `busy` at once.
+fn admit(stream: UnixStream, shared: &Arc<Shared>) {
+    // Accepted sockets do not inherit the listener's O_NONBLOCK on Linux; made sure.
+    let _ = stream.set_nonblocking(false);
+    let peer = Peer::of(&stream).unwrap_or(Peer {
+        pid: 0,
+        uid: u32::MAX,
+        pod: None,
+    });
+    let entry = if shared.stats.stuck.load(Ordering::SeqCst) >= MAX_STUCK {
+        Err("refused: the node agent has too many judgements stuck")
+    } else {
+        shared.door.enter(&peer.share()).map_err(|_| "busy")
+    };
+    let entry = match entry {
+        Ok(entry) => entry,
+        Err(answer) => {
+            // A fresh socket's buffer takes one line without blocking.
+            log(&peer, b"-", answer);
+            shared.stats.count(answer);
+            let _ = stream.set_write_timeout(Some(TIMEOUT));
+            let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
+            return;
+        }
+    };
+    shared
+        .stats
+        .in_flight
+        .store(shared.door.held(), Ordering::SeqCst);
+    let shared = shared.clone();
+    // Without a thread (resources exhausted) the connection is dropped unanswered:
+    // the client, without an answer, skips the target.
+    let _ = std::thread::Builder::new()
+        .stack_size(CONNECTION_STACK)
+        .spawn(move || {
+            let (host, answer) = answer(&stream, &peer, &shared, &entry);
+            drop(entry);
+            shared
+                .stats
+                .in_flight
+                .store(shared.door.held(), Ordering::SeqCst);
             // Logged before the client can act on the answer; what the node holds at a
             // path that is not the pod's directory is logged, never answered.
             let logged = match &answer.on_the_node {
@@ -166,54 +233,12 @@ fn start(args: &AgentArgs, pod_ending: Option<Arc<dyn PodEnding>>) -> Result<(),
                 None => answer.line.clone(),
             };
             log(&peer, host.as_deref().unwrap_or(b"-"), &logged);
-            shared.stats.count(&answer.line);
+            if !answer.report {
+                shared.stats.count(&answer.line);
+            }
             let _ = stream.set_write_timeout(Some(TIMEOUT));
             let _ = (&stream).write_all(format!("{}\n", answer.line).as_bytes());
         });
-    }
-    Err("the listening socket failed".to_owned())
-}
-
-/// A request's place; dropping it frees the place.
-struct Place {
-    shared: Arc<Shared>,
-    share: String,
-}
-
-impl Place {
-    /// A place for `peer`, or the answer that says why not.
-    fn take(shared: &Arc<Shared>, peer: &Peer) -> Result<Place, &'static str> {
-        if shared.stats.stuck.load(Ordering::SeqCst) >= MAX_STUCK {
-            return Err("refused: the node agent has too many judgements stuck");
-        }
-        let share = peer.share();
-        let mut places = shared.places.lock().unwrap_or_else(|e| e.into_inner());
-        let total: usize = places.values().sum();
-        let mine = places.get(&share).copied().unwrap_or(0);
-        if total >= MAX_IN_FLIGHT || mine >= PLACES_PER_PEER {
-            return Err("busy");
-        }
-        places.insert(share.clone(), mine + 1);
-        shared.stats.in_flight.store(total + 1, Ordering::SeqCst);
-        Ok(Place {
-            shared: shared.clone(),
-            share,
-        })
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let mut places = self.shared.places.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(count) = places.get_mut(&self.share) {
-            *count -= 1;
-            if *count == 0 {
-                places.remove(&self.share);
-            }
-        }
-        let total: usize = places.values().sum();
-        self.shared.stats.in_flight.store(total, Ordering::SeqCst);
-    }
 }
 
 fn log(peer: &Peer, host: &[u8], answer: &str) {
@@ -225,10 +250,23 @@ fn log(peer: &Peer, host: &[u8], answer: &str) {
 }
 
 /// The host path asked about (when the request was readable) and the answer line.
-fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec<u8>>, Answer) {
+fn answer(
+    stream: &UnixStream,
+    peer: &Peer,
+    shared: &Arc<Shared>,
+    entry: &super::queue::Entry,
+) -> (Option<Vec<u8>>, Answer) {
     let (host, ending, fd) = match read_request(stream) {
         Err(why) => return (None, Answer::plain(format!("refused: {why}"))),
-        Ok(request) => request,
+        Ok(Incoming::Question { host, ending, fd }) => (host, ending, fd),
+        Ok(Incoming::Report { outcome, line }) => {
+            return (None, report_answer(peer, shared, outcome, &line))
+        }
+    };
+    // In the pod's queue, the pods in turn; a request that waited too long to be judged
+    // within the cleaner's patience is told `busy`, and asks again.
+    let Some(_turn) = entry.turn(QUEUE_PATIENCE) else {
+        return (Some(host), Answer::plain("busy".to_owned()));
     };
     // The judgement runs on a thread of its own, so that a descriptor or a node path that
     // never answers keeps only that thread, never the answer or the place. Whichever of
@@ -299,6 +337,7 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
         Some(Err(not_same)) => Answer {
             line: not_same.answer,
             on_the_node: not_same.on_the_node,
+            report: false,
         },
         None => Answer::plain(format!(
             "refused: the node agent could not judge {} within {} s",
@@ -309,32 +348,12 @@ fn answer(stream: &UnixStream, peer: &Peer, shared: &Arc<Shared>) -> (Option<Vec
     (Some(host), answer)
 }
 
-/// `same` when the node says the asking pod is ending, else `not-ending: …`, which also
-/// says when the node cannot tell. Asked only once the directory is the pod's and nobody
-/// else uses it.
-fn ending_answer(peer: &Peer, source: Option<&dyn PodEnding>) -> String {
-    let Some(uid) = &peer.pod else {
-        return "not-ending: the asking process is in no pod's cgroup, so the node cannot \
-                say whether its pod is ending"
-            .to_owned();
-    };
-    let Some(source) = source else {
-        return "not-ending: this node agent cannot say whether a pod is ending (it has no \
-                API server: prestop-injector node-agent has); a pod the kubelet can restart \
-                in place is left to the node reaper"
-            .to_owned();
-    };
-    match source.ending(uid) {
-        Ok(()) => "same".to_owned(),
-        // One line of the protocol, whatever the API server said.
-        Err(why) => format!("not-ending: {}", why.replace(|c: char| c.is_control(), " ")),
-    }
-}
-
 /// The line a client gets, and what only the log says.
 struct Answer {
     line: String,
     on_the_node: Option<String>,
+    /// The answer to a report, not a verdict.
+    report: bool,
 }
 
 impl Answer {
@@ -342,6 +361,28 @@ impl Answer {
         Answer {
             line,
             on_the_node: None,
+            report: false,
         }
+    }
+}
+
+/// A cleanup's report, about the pod the kernel names: handed to the source of pods
+/// (an Event on that pod), or only logged by an agent without one. Counted apart from
+/// the answers to questions.
+fn report_answer(peer: &Peer, shared: &Shared, outcome: Outcome, line: &str) -> Answer {
+    let told = match &shared.pod_ending {
+        Some(source) => source.report(peer.pod.as_deref(), outcome, line),
+        None => Told::Logged("this node agent has no API server".to_owned()),
+    };
+    shared.stats.count_report(&told);
+    let answer = match told {
+        Told::Recorded => "recorded".to_owned(),
+        Told::Logged(why) => format!("logged: {why}"),
+        Told::Dropped(why) => format!("dropped: {why}"),
+    };
+    Answer {
+        on_the_node: Some(format!("report {}: {line}", outcome.word())),
+        line: answer,
+        report: true,
     }
 }

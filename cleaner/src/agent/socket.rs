@@ -1,6 +1,6 @@
 //! The agent's socket: bound so that a pod of any uid can connect, and one whole request
-//! read from it, with the one descriptor it must carry (the server's threads and answers
-//! are [`super::server`]).
+//! read from it, with the one descriptor a question must carry (a report carries none;
+//! the server's threads and answers are [`super::server`]).
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
@@ -14,7 +14,27 @@ use rustix::io::Errno;
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 
 use super::protocol::{parse_request, Request, MAX_REQUEST, TIMEOUT};
+use super::reporting::{is_report, parse_report, CleanupReport, Outcome};
 use crate::report::escape;
+
+/// One whole request: a question, with its descriptor, or a cleanup's report, with none.
+pub(super) enum Incoming {
+    Question {
+        host: Vec<u8>,
+        ending: bool,
+        fd: OwnedFd,
+    },
+    Report {
+        outcome: Outcome,
+        line: String,
+    },
+}
+
+/// What the bytes so far are.
+enum Parsed {
+    Question(Vec<u8>, bool),
+    Report(Outcome, String),
+}
 
 /// Binds `socket` mode 0666 (pods run as any uid), after removing a stale socket there;
 /// creates its directory 0755 when missing. Anything but a socket at the path is left.
@@ -48,14 +68,14 @@ pub(super) fn listen(socket: &str) -> Result<UnixListener, String> {
     Ok(listener)
 }
 
-/// Reads one whole request within [`TIMEOUT`]: the host path, whether the pod's end is
-/// asked too, and the one descriptor. Extra descriptors are closed as they arrive; a
-/// refusal says why in a sentence.
-pub(super) fn read_request(stream: &UnixStream) -> Result<(Vec<u8>, bool, OwnedFd), String> {
+/// Reads one whole request within [`TIMEOUT`]: a question (the host path, whether the
+/// pod's end is asked too, and the one descriptor) or a report (no descriptor). Extra
+/// descriptors are closed as they arrive; a refusal says why in a sentence.
+pub(super) fn read_request(stream: &UnixStream) -> Result<Incoming, String> {
     let deadline = Instant::now() + TIMEOUT;
     let mut buf = vec![0u8; MAX_REQUEST];
     let (mut len, mut fd, mut fds, mut truncated) = (0, None, 0usize, false);
-    let (host, ending) = loop {
+    let parsed = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || len == MAX_REQUEST {
             return Err(if len == MAX_REQUEST {
@@ -101,19 +121,47 @@ pub(super) fn read_request(stream: &UnixStream) -> Result<(Vec<u8>, bool, OwnedF
             return Err("the request ended early".to_owned());
         }
         len += received.bytes;
-        match parse_request(&buf[..len]) {
-            Ok(Some(Request { host, ending })) => break (host.to_vec(), ending),
+        let bytes = &buf[..len];
+        let parsed = match is_report(bytes) {
+            None => Ok(None),
+            Some(true) => parse_report(bytes).map(|report| {
+                report
+                    .map(|CleanupReport { outcome, line }| Parsed::Report(outcome, line.to_owned()))
+            }),
+            Some(false) => parse_request(bytes).map(|request| {
+                request.map(|Request { host, ending }| Parsed::Question(host.to_vec(), ending))
+            }),
+        };
+        match parsed {
+            Ok(Some(parsed)) => break parsed,
             Ok(None) => {}
             Err(why) => return Err(why),
         }
     };
-    match fd {
-        Some(fd) if fds == 1 && !truncated => Ok((host, ending, fd)),
-        _ => Err(format!(
-            "the request for {} carried {}{} descriptors, not exactly one",
-            escape(&host),
-            if truncated { "more than " } else { "" },
-            fds
-        )),
-    }
+    let host = match parsed {
+        // A report is no question about a directory: a descriptor with it is refused, so
+        // that no report can leave one with the agent.
+        Parsed::Report(outcome, line) if fds == 0 && !truncated => {
+            return Ok(Incoming::Report { outcome, line })
+        }
+        Parsed::Report(..) => {
+            return Err(format!(
+                "a report carries no descriptor, this one {}{}",
+                if truncated { "more than " } else { "" },
+                fds
+            ))
+        }
+        Parsed::Question(host, ending) => match fd {
+            Some(fd) if fds == 1 && !truncated => {
+                return Ok(Incoming::Question { host, ending, fd })
+            }
+            _ => host,
+        },
+    };
+    Err(format!(
+        "the request for {} carried {}{} descriptors, not exactly one",
+        escape(&host),
+        if truncated { "more than " } else { "" },
+        fds
+    ))
 }

@@ -1,6 +1,10 @@
 //! What the agent counts, for its metrics and its probes.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::ending::Told;
 
 /// What the agent counts.
 #[derive(Default)]
@@ -11,9 +15,21 @@ pub struct Stats {
     busy: AtomicU64,
     in_use: AtomicU64,
     not_ending: AtomicU64,
+    /// Cleanup reports, by what became of them.
+    reports_recorded: AtomicU64,
+    reports_logged: AtomicU64,
+    reports_dropped: AtomicU64,
     pub in_flight: AtomicUsize,
     pub stuck: AtomicUsize,
-    pub connections: AtomicUsize,
+    /// The accepting loop's last beat, in milliseconds since [`epoch`]; 0 before the
+    /// first.
+    heartbeat: AtomicU64,
+}
+
+/// The agent's own clock, for the heartbeat (monotonic: a clock step is no stall).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 impl Stats {
@@ -35,6 +51,32 @@ impl Stats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one cleanup report by what became of it.
+    pub fn count_report(&self, told: &Told) {
+        let counter = match told {
+            Told::Recorded => &self.reports_recorded,
+            Told::Logged(_) => &self.reports_logged,
+            Told::Dropped(_) => &self.reports_dropped,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The accepting loop is alive now.
+    pub fn beat(&self) {
+        // At least 1, so that the first beat is never read as none.
+        let now = epoch().elapsed().as_millis().max(1);
+        self.heartbeat
+            .store(u64::try_from(now).unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// Since the accepting loop's last beat; `None` before the first.
+    pub fn since_beat(&self) -> Option<Duration> {
+        match self.heartbeat.load(Ordering::SeqCst) {
+            0 => None,
+            at => Some(epoch().elapsed().saturating_sub(Duration::from_millis(at))),
+        }
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut text = String::from(
@@ -54,8 +96,22 @@ impl Stats {
                 counter.load(Ordering::Relaxed)
             ));
         }
+        text.push_str(
+            "# HELP prestop_injector_node_agent_reports_total Cleanup reports received, by what became of them (recorded as an Event, only logged, dropped over the rate).\n\
+             # TYPE prestop_injector_node_agent_reports_total counter\n",
+        );
+        for (result, counter) in [
+            ("recorded", &self.reports_recorded),
+            ("logged", &self.reports_logged),
+            ("dropped", &self.reports_dropped),
+        ] {
+            text.push_str(&format!(
+                "prestop_injector_node_agent_reports_total{{result=\"{result}\"}} {}\n",
+                counter.load(Ordering::Relaxed)
+            ));
+        }
         text.push_str(&format!(
-            "# HELP prestop_injector_node_agent_requests_in_flight Requests being answered.\n\
+            "# HELP prestop_injector_node_agent_requests_in_flight Connections being served (read, waiting for a turn, or judged).\n\
              # TYPE prestop_injector_node_agent_requests_in_flight gauge\n\
              prestop_injector_node_agent_requests_in_flight {}\n\
              # HELP prestop_injector_node_agent_judgements_stuck Judgements past their deadline that have not ended.\n\

@@ -177,3 +177,140 @@ fn agent_arguments_are_checked() {
         assert!(args(bad).is_err(), "{bad:?}");
     }
 }
+
+/// Issue 39: a cleanup's report is a request of the same family, with no descriptor.
+#[test]
+fn reports_round_trip_and_every_prefix_is_incomplete() {
+    let long = "é".repeat(2000);
+    for outcome in reporting::Outcome::ALL {
+        for line in [
+            "emptied /scratch: 3 entries, 12 B in 0.01 s",
+            "ü",
+            &long[..],
+        ] {
+            let request = encode_report(outcome, line);
+            assert!(request.len() <= MAX_REQUEST);
+            let parsed = parse_report(&request).expect("a report").expect("whole");
+            assert_eq!(parsed.outcome, outcome);
+            if line.len() <= reporting::MAX_REPORT_LINE {
+                assert_eq!(parsed.line, line);
+            } else {
+                // Cut at a character, and says so.
+                assert!(parsed.line.len() <= reporting::MAX_REPORT_LINE);
+                assert!(parsed.line.ends_with("é…"), "{}", parsed.line);
+            }
+            for end in 0..request.len() {
+                assert_eq!(parse_report(&request[..end]), Ok(None), "{end}");
+                assert_ne!(reporting::is_report(&request[..end]), Some(false), "{end}");
+            }
+            assert_eq!(reporting::is_report(&request), Some(true));
+            let mut longer = request.clone();
+            longer.push(b'x');
+            assert!(parse_report(&longer).is_err());
+        }
+    }
+    // A control character never reaches the agent's line, nor the Event.
+    let request = encode_report(reporting::Outcome::Skipped, "a\nb\u{85}c");
+    assert_eq!(parse_report(&request).unwrap().unwrap().line, "a b c");
+}
+
+/// What is not a report is refused, not waited for; a question is never read as one.
+#[test]
+fn malformed_reports_are_refused() {
+    for bad in [
+        &b"prestop-report 1 emptied 2 ok\n"[..],
+        b"prestop-report 2 gone 2 ok\n",
+        b"prestop-report 2 emptied 02 ok\n",
+        b"prestop-report 2 emptied 0 \n",
+        b"prestop-report 2 emptied 99999 ",
+        b"prestop-report 2 emptied 3000 ",
+        b"prestop-report 2 emptied 2 okk\n",
+        b"prestop-report 2 emptied 2 o\x07\n",
+        b"prestop-report 2 emptied 2 \xff\xfe\n",
+        b"prestop-report 2 emptiedemptied",
+    ] {
+        assert!(parse_report(bad).is_err(), "{}", crate::escape(bad));
+    }
+    assert_eq!(
+        reporting::is_report(&encode_request(b"/mnt/scratch/job")),
+        Some(false)
+    );
+    assert_eq!(reporting::is_report(b"prestop-"), None);
+    assert_eq!(reporting::is_report(b"GET / HTTP/1.1"), Some(false));
+}
+
+/// An agent that predates reports refuses the line as not its protocol (and the cleaner
+/// ignores that): its request parser is today's `parse_request`, which knows only
+/// `prestop-identity`.
+#[test]
+fn an_agent_that_predates_reports_refuses_them() {
+    for outcome in reporting::Outcome::ALL {
+        let request = encode_report(outcome, "emptied /scratch");
+        assert!(parse_request(&request).is_err());
+        // It refuses at the first bytes that differ, not at its timeout.
+        assert!(parse_request(&request[..10]).is_err());
+    }
+}
+
+/// The reason of a cleanup's Event follows from its sentences; several targets say the
+/// gravest.
+#[test]
+fn outcome_of_each_sentence() {
+    use crate::{Outcome as Done, Report};
+    use reporting::{outcome_of, Outcome};
+    let report = |outcome| Report {
+        target: "/scratch".to_owned(),
+        outcome,
+        removed: 0,
+        bytes: 0,
+        left: 0,
+        survivors: Vec::new(),
+        unnamed: 0,
+        passes: 1,
+        elapsed: std::time::Duration::ZERO,
+    };
+    for (done, expected) in [
+        (Done::Emptied, Outcome::Emptied),
+        (Done::Missing, Outcome::Emptied),
+        (Done::Incomplete, Outcome::Incomplete),
+        (
+            Done::Skipped("/scratch is a symlink".to_owned()),
+            Outcome::Skipped,
+        ),
+        (
+            Done::Skipped("the node agent was not reachable: cannot connect".to_owned()),
+            Outcome::Skipped,
+        ),
+        (
+            Done::Skipped("the node agent says: another pod uses /mnt/s".to_owned()),
+            Outcome::Refused,
+        ),
+        (
+            Done::Skipped(
+                "the node agent says the opened target is not the node's /mnt/s: refused: x"
+                    .to_owned(),
+            ),
+            Outcome::Refused,
+        ),
+        (
+            Done::Skipped(
+                "stopped during the walk after removing 3 entries, 1 B: the node \
+                 agent refused: busy; the rest is left for the node reaper"
+                    .to_owned(),
+            ),
+            Outcome::Refused,
+        ),
+        (
+            Done::Skipped("the node agent was busy and did not judge the node's /mnt/s".to_owned()),
+            Outcome::Refused,
+        ),
+    ] {
+        assert_eq!(outcome_of(&report(done.clone())), expected, "{done:?}");
+    }
+    assert_eq!(Outcome::Emptied.worse(Outcome::Skipped), Outcome::Skipped);
+    assert_eq!(Outcome::CutOff.worse(Outcome::Refused), Outcome::CutOff);
+    assert_eq!(
+        Outcome::Refused.worse(Outcome::Incomplete),
+        Outcome::Refused
+    );
+}

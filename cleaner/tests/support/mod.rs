@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod cgroup;
 pub mod node;
 
 use std::ffi::OsString;
