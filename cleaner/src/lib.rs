@@ -31,6 +31,7 @@ pub mod identity;
 pub mod in_use;
 mod jobs;
 pub mod mountinfo;
+mod pod_cgroup;
 pub mod prefix;
 pub mod protected;
 mod report;

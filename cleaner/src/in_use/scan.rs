@@ -36,8 +36,13 @@
 //! no table says: [`Busy::Unknown`] (issue 38, finding 4). Except kernel threads, and
 //! processes of the node's own namespaces (a daemon that chroots, such as sshd's
 //! pre-authentication child): they are the node's, as every process that shows the node's
-//! root. That exception needs the process's namespace, so it is made only where
-//! `/proc/<pid>/ns/mnt` can be read; elsewhere the answer stays unknown.
+//! root. That exception needs the process's namespace, which only `/proc/<pid>/ns/mnt`
+//! tells, and reading it needs ptrace access the agent and the reaper do not have. Where
+//! it cannot be read, the process's cgroup (mode 0444, the kernel's word) tells a pod's
+//! process from the node's: one in no pod's cgroup is a daemon of the node (sshd's
+//! pre-authentication child, postfix, ntpd), which uses no pod's volume; one in a pod's
+//! cgroup stays unknown. Without that, any chrooting daemon of the node would refuse every
+//! cleanup on it while it runs.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -248,6 +253,7 @@ fn rootless_are_the_nodes(
         match namespace(task) {
             Ok(ns) if node_namespaces.contains(&ns) => continue,
             Err(_) if matches!(views::open(proc, pid), Opened::Gone) => continue,
+            Err(_) if is_the_nodes_own(task) => continue,
             _ => {}
         }
         let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
@@ -258,6 +264,13 @@ fn rootless_are_the_nodes(
         )));
     }
     Ok(())
+}
+
+/// Whether the process's cgroup names no pod: a process of the node itself (its cgroup
+/// file read; a process that cannot be read is not the node's).
+fn is_the_nodes_own(task: &Path) -> bool {
+    std::fs::read(task.join("cgroup"))
+        .is_ok_and(|text| !text.is_empty() && crate::pod_cgroup::pod_of_cgroup(&text).is_none())
 }
 
 /// The flags field of `<task>/stat`.
@@ -277,4 +290,39 @@ fn is_kernel_thread(task: &Path) -> bool {
 pub(super) fn is_kernel_thread_named(proc: &Path, pid: &str, comm: &str) -> bool {
     stat_flags(&proc.join(pid))
         .is_some_and(|(head, flags)| head == format!("{pid} ({comm}") && flags & PF_KTHREAD != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where a process's namespace cannot be read (the deployed agent has no ptrace
+    /// access), a chrooted process in no pod's cgroup is the node's own daemon; one in a
+    /// pod's cgroup (either driver), or one whose cgroup cannot be read, is not.
+    #[test]
+    fn a_process_in_no_pods_cgroup_is_the_nodes_own() {
+        let proc = tempfile::tempdir().expect("a temp dir");
+        let task = |name: &str, cgroup: Option<&str>| {
+            let dir = proc.path().join(name);
+            std::fs::create_dir(&dir).expect("a task");
+            if let Some(cgroup) = cgroup {
+                std::fs::write(dir.join("cgroup"), cgroup).expect("its cgroup");
+            }
+            dir
+        };
+        let sshd = task("1", Some("0::/system.slice/ssh.service\n"));
+        let cgroupfs = task(
+            "2",
+            Some("4:pids:/kubepods/besteffort/pod7d1c2a4e-0000-4000-8000-000000000031/abc\n"),
+        );
+        let systemd = task(
+            "3",
+            Some("0::/kubepods.slice/kubepods-pod7d1c2a4e_0000_4000_8000_000000000031.slice/cri-containerd-abc.scope\n"),
+        );
+        let unreadable = task("4", None);
+        assert!(is_the_nodes_own(&sshd));
+        assert!(!is_the_nodes_own(&cgroupfs));
+        assert!(!is_the_nodes_own(&systemd));
+        assert!(!is_the_nodes_own(&unreadable));
+    }
 }

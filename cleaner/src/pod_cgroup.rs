@@ -1,0 +1,25 @@
+//! Which pod a process is in, from its cgroup: the kernel's word, which the agent uses to
+//! name who asks and the in-use check to tell a pod's process from the node's own.
+
+/// The pod uid in a `/proc/PID/cgroup` text: the kubelet names a pod's cgroup
+/// `pod<uid>` (cgroupfs driver) or `kubepods-<qos>-pod<uid with _>.slice` (systemd).
+pub fn pod_of_cgroup(text: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(text).ok()?;
+    text.lines().find_map(|line| {
+        let path = line.splitn(3, ':').nth(2)?;
+        path.split('/').find_map(|segment| {
+            let at = segment.rfind("pod")?;
+            let uid: String = segment[at + 3..]
+                .chars()
+                .take(36)
+                .map(|c| if c == '_' { '-' } else { c })
+                .collect();
+            let shaped = uid.len() == 36
+                && uid.chars().enumerate().all(|(i, c)| match i {
+                    8 | 13 | 18 | 23 => c == '-',
+                    _ => c.is_ascii_hexdigit(),
+                });
+            shaped.then_some(uid)
+        })
+    })
+}
