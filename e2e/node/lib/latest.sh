@@ -5,14 +5,35 @@
 # Sourced after lib/scenarios.sh (pods_of, dir_empty, events_for) and lib/fourth_review.sh
 # (start_scenario_reaper).
 #
-# Some assertions describe what open issues will make true and fail until they land; their
-# text starts with "[issue 38]" or "[issue 39]" (deletion safety part 6, operate part 2),
-# so a failure names the issue it waits for. Everything else passes today.
+# Some assertions describe what open issues will make true (expect_issue): "[issue 38]"
+# (deletion safety part 6) and "[issue 39]" (operate part 2). While an issue is in
+# LATEST_OPEN_ISSUES (PRESTOP_E2E_OPEN_ISSUES, default "38 39") its assertions that fail are
+# printed as `pending:` lines and do not fail the scenario; one that holds says so. The fix
+# of an issue removes its number below, and its assertions then bind like any other.
+# Everything else passes today.
 #
 # The eviction scenario needs the node started with a kubelet root directory on a small
 # filesystem of its own and a hard nodefs threshold (run.sh sets NODE_KUBELET_FS_MB and
 # NODE_EVICTION_HARD, lib/node.sh): one pod writing to an emptyDir then brings DiskPressure
 # about, and nothing else on the machine can.
+
+LATEST_OPEN_ISSUES=${PRESTOP_E2E_OPEN_ISSUES-38 39}
+LATEST_PENDING=()
+expect_issue() { # issue description command...
+  local issue=$1 what="[issue $1] $2"
+  shift 2
+  if "$@"; then
+    [[ " $LATEST_OPEN_ISSUES " == *" $issue "* ]] &&
+      echo "    holds already: $what (issue $issue is still listed open in lib/latest.sh)"
+    return 0
+  fi
+  if [[ " $LATEST_OPEN_ISSUES " == *" $issue "* ]]; then
+    LATEST_PENDING+=("$what")
+    echo "    pending: $what: fails until issue $issue lands"
+  else
+    FAILS+=("$what")
+  fi
+}
 
 pod_json() { k get pod "$1" -o json 2>/dev/null; }
 # "phase reason" as the kubelet reports them (the API server stores what it sends).
@@ -131,7 +152,7 @@ deadline_unhooked_is_reaped() {
   failed() { [[ "$(pod_phase_reason deadline-unhooked)" == "Failed DeadlineExceeded" ]]; }
   expect "the kubelet reports Failed, DeadlineExceeded within 60 s" wait_for 60 failed
   local t0=$(date +%s)
-  expect "[issue 38] the reaper empties the ended pod's directory within 30 s (its delay is 5 s), the pod still listed" \
+  expect_issue 38 "the reaper empties the ended pod's directory within 30 s (its delay is 5 s), the pod still listed" \
     wait_for 30 dir_empty "$dir"
   expect "the pod object is still listed" pod_json deadline-unhooked
   log "deadline (no in-pod cleanup): $(pod_phase_reason deadline-unhooked), directory $(dir_empty "$dir" && echo emptied || echo "still full $(($(date +%s) - t0)) s after")"
@@ -187,7 +208,7 @@ eviction_empties_the_directory() {
   expect "the node reported DiskPressure" has "$(k get events -A -o json | jq -r '.items[] | select(.involvedObject.kind == "Node") | .reason')" 'NodeHasDiskPressure'
   sidecar_stopped() { pod_json evicted | jq -e '[.status.initContainerStatuses[]? | select(.restartPolicy == "Always" or (.name | startswith("prestop-cleanup"))) | .state.terminated != null] == [true]' >/dev/null; }
   expect "the sidecar was stopped by the kubelet" wait_for 60 sidecar_stopped
-  expect "[issue 38] the evicted pod's directory is emptied within 30 s (by its sidecar, or the reaper's 5 s delay), the pod still listed" \
+  expect_issue 38 "the evicted pod's directory is emptied within 30 s (by its sidecar, or the reaper's 5 s delay), the pod still listed" \
     wait_for 30 dir_empty "$dir"
   expect "the pod object is still listed (nothing deletes an evicted bare pod)" pod_json evicted
   log "eviction: $(pod_phase_reason evicted) ($msg); directory $(dir_empty "$dir" && echo emptied || echo "still full $(($(date +%s) - t0)) s after"); the agent on it: $(grep -F "pod $uid:" "$WORK/agent.log" | tail -n 2 | tr '\n' ';' | head -c 400)"
@@ -244,7 +265,7 @@ failed_prestop_hook_text() {
   if kube_at_least 26; then
     expect "the kubelet's FailedPreStopHook says only \"PreStopHook failed\" (≥ 1.26)" \
       grep -qx 'FailedPreStopHook: PreStopHook failed' <<<"$events"
-    expect "[issue 39] an Event on the pod carries the cleanup's line (it names /scratch)" \
+    expect_issue 39 "an Event on the pod carries the cleanup's line (it names /scratch)" \
       eval 'grep -v "^FailedPreStopHook:" <<<"$events" | grep -qF /scratch'
   else
     expect "the kubelet's FailedPreStopHook carries the cleanup's line (< 1.26)" \
@@ -266,5 +287,9 @@ run_latest_scenarios() {
     scenario "[$KUBE_VERSION] a node-pressure eviction (DiskPressure): Failed/Evicted, its directory emptied [waits for issue 38]" eviction_empties_the_directory
   else
     skip "a node-pressure eviction" "the node was started without a kubelet filesystem of its own (NODE_KUBELET_FS_MB)"
+  fi
+  if ((${#LATEST_PENDING[@]})); then
+    echo "pending (${#LATEST_PENDING[@]}, waiting for open issues $LATEST_OPEN_ISSUES):"
+    printf '    %s\n' "${LATEST_PENDING[@]}"
   fi
 }
