@@ -91,10 +91,16 @@ AGENT_DIR="$WORK/agent"
 AGENT_PID=
 # Starts the agent, or starts it again (lib/fourth_review.sh stops it for a scenario
 # without it), appending to its log; true once it says it serves.
+# On a Kubernetes with native sidecars (≥ 1.29) it is the installs' agent, prestop-injector
+# node-agent, which also answers the restartable sidecar's question, whether its pod is
+# ending, from the API server; the static one (1.20's runs) cannot say, so it answers
+# not-ending. It lists the pods of the node started below.
+AGENT=("$CLEANER_BIN" node-agent)
+kube_at_least 29 && AGENT=("$BIN" node-agent --node-name "$NODE_NAME")
 node_agent_start() {
   local before
   before=$(grep -c 'node-agent: serving ' "$WORK/agent.log" 2>/dev/null)
-  "$CLEANER_BIN" node-agent --host-root / --socket "$AGENT_DIR/agent.sock" \
+  "${AGENT[@]}" --host-root / --socket "$AGENT_DIR/agent.sock" \
     $(printf -- '--allow %s ' "${PREFIXES[@]}") >>"$WORK/agent.log" 2>&1 &
   AGENT_PID=$!
   PIDS+=("$AGENT_PID")
@@ -126,12 +132,12 @@ k create namespace "$NS" >/dev/null || exit 1
 
 # --- the node --------------------------------------------------------------------------
 # A newer kubelet (lib/latest.sh) gets a root directory on a filesystem of its own and a
-# hard nodefs threshold, for the eviction scenario: 300 MiB written to one emptyDir leaves
+# hard nodefs threshold, for the eviction scenario: 400 MiB written to one emptyDir leaves
 # under 35 % of 512 MiB free. Other pods write nothing there.
 if kube_at_least 29; then
   NODE_KUBELET_FS_MB=${NODE_KUBELET_FS_MB:-512}
   NODE_EVICTION_HARD=${NODE_EVICTION_HARD:-'{"nodefs.available": "35%"}'}
-  NODE_EVICTION_FILL_MB=${NODE_EVICTION_FILL_MB:-300}
+  NODE_EVICTION_FILL_MB=${NODE_EVICTION_FILL_MB:-400}
 fi
 node_build_images || { log "building the images failed"; exit 1; }
 node_start || exit 1

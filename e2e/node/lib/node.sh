@@ -319,16 +319,14 @@ node_remove_cgroup_root() {
   done
 }
 
-# NODE_KUBELET_FS_MB=N: the kubelet's root directory on an ext4 filesystem of N MiB of its
-# own (a loop device, detached when unmounted), so that its nodefs, what node-pressure
-# eviction measures, is the suite's alone: one pod's emptyDir can fill it, nothing else on
-# the machine can (lib/latest.sh, with NODE_EVICTION_HARD).
+# NODE_KUBELET_FS_MB=N: the kubelet's root directory on a tmpfs of N MiB of its own, so
+# that its nodefs, what node-pressure eviction measures, is the suite's alone: one pod's
+# emptyDir can fill it, nothing else on the machine can (lib/latest.sh, with
+# NODE_EVICTION_HARD). A tmpfs, not a loop device: a mount namespace another process
+# makes meanwhile keeps a copy of the mount, and would keep a loop device after the run.
 node_kubelet_fs() {
   [[ -n "${NODE_KUBELET_FS_MB:-}" ]] || return 0
-  NODE_KUBELET_FS_IMAGE="$WORK/kubelet-fs.img"
-  truncate -s "${NODE_KUBELET_FS_MB}M" "$NODE_KUBELET_FS_IMAGE" &&
-    mkfs.ext4 -q -F "$NODE_KUBELET_FS_IMAGE" &&
-    mount -o loop "$NODE_KUBELET_FS_IMAGE" "$NODE/kubelet" &&
+  mount -t tmpfs -o "size=${NODE_KUBELET_FS_MB}m,mode=0755" "prestop-e2e-kubelet-$$" "$NODE/kubelet" &&
     mkdir -p "$NODE/kubelet/pki"
 }
 
@@ -525,10 +523,6 @@ node_teardown_check() {
     echo "FAIL - teardown: mount left at $m"
     bad=1
   done
-  if [[ -n "${NODE_KUBELET_FS_IMAGE:-}" ]] && [[ -n "$(losetup -j "$NODE_KUBELET_FS_IMAGE" 2>/dev/null)" ]]; then
-    echo "FAIL - teardown: loop device left: $(losetup -j "$NODE_KUBELET_FS_IMAGE")"
-    bad=1
-  fi
   if ip link show "$NODE_BRIDGE" >/dev/null 2>&1; then
     echo "FAIL - teardown: bridge $NODE_BRIDGE left"
     bad=1
