@@ -134,7 +134,9 @@ deadline_runs_the_hook() {
   expect "the kubelet reports Failed, DeadlineExceeded within 60 s" wait_for 60 failed
   expect "the hook emptied the directory" wait_for 30 dir_empty "$dir"
   expect "the pod object stays (nothing deletes a failed bare pod)" pod_listed deadline-hooked
-  log "deadline (exec hook): $(pod_phase_reason deadline-hooked); events: $(events_for deadline-hooked | tr '\n' ';' | head -c 400)"
+  local uid
+  uid=$(pod_json deadline-hooked | jq -r .metadata.uid)
+  log "deadline (exec hook): $(pod_phase_reason deadline-hooked); the agent: $(grep -F "pod $uid:" "$WORK/agent.log" | sed 's/.*: //' | tr '\n' ';' | head -c 300)"
   kc delete pod deadline-hooked --wait=false
   expect "the pod goes away" wait_for 60 eval '! k get pod deadline-hooked'
 }
@@ -206,7 +208,9 @@ eviction_empties_the_directory() {
   msg=$(jq -r '.status.message // ""' "$WORK/evicted.json")
   uid=$(jq -r .metadata.uid "$WORK/evicted.json")
   expect "for the node's low ephemeral storage (its message: $msg)" has "$msg" 'ephemeral-storage'
-  expect "the kubelet saw DiskPressure on its node" grep -q 'event="NodeHasDiskPressure"' "$NODE/kubelet.log"
+  # Its node status update (every 4 s) records the condition, after the eviction.
+  expect "the kubelet saw DiskPressure on its node" \
+    wait_for 20 grep -q 'event="NodeHasDiskPressure"' "$NODE/kubelet.log"
   sidecar_stopped() { pod_json evicted | jq -e '[.status.initContainerStatuses[]? | select(.restartPolicy == "Always" or (.name | startswith("prestop-cleanup"))) | .state.terminated != null] == [true]' >/dev/null; }
   expect "the sidecar was stopped by the kubelet" wait_for 60 sidecar_stopped
   expect_issue 38 "the evicted pod's directory is emptied within 30 s (by its sidecar, or the reaper's 5 s delay), the pod still listed" \
