@@ -238,8 +238,9 @@ EOF
   fi
   # An eviction scenario's threshold (lib/latest.sh): the condition and its taint go 5 s
   # after the pressure does, not the default 5 minutes.
-  [[ -n "${NODE_EVICTION_HARD:-}" ]] && echo "evictionPressureTransitionPeriod: 5s" >>"$NODE/kubelet.yaml"
-  return 0
+  if [[ -n "${NODE_EVICTION_HARD:-}" ]]; then
+    echo "evictionPressureTransitionPeriod: 5s" >>"$NODE/kubelet.yaml"
+  fi
   # conntrack all 0: leave the host's nf_conntrack sysctls alone; oomScoreAdj 0: no
   # CAP_SYS_RESOURCE here. It still sets net.ipv4.conf.all.route_localnet (saved, restored).
   cat >"$NODE/kube-proxy.yaml" <<EOF
