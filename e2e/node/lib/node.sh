@@ -451,11 +451,15 @@ node_stop() {
     "${NODE_ENV[@]}" "$CACHE/kube-proxy-v$KUBE_VERSION" --cleanup >>"$NODE/kube-proxy-cleanup.log" 2>&1 ||
       log "teardown: kube-proxy --cleanup failed (see $NODE/kube-proxy-cleanup.log)"
     # 1.20's cleanup leaves the canary chains of its monitor and the mark chains it shares
-    # with the kubelet (which here makes none: makeIPTablesUtilChains false), 1.37's an
-    # empty KUBE-FIREWALL; removed when the machine had no KUBE- rule before the run, so
-    # they are ours.
+    # with the kubelet (which here makes none: makeIPTablesUtilChains false), 1.37's its
+    # KUBE-FIREWALL chain ("block incoming localnet connections") and the INPUT and OUTPUT
+    # rules that jump to it; removed when the machine had no KUBE- rule before the run,
+    # so they are ours.
     local t c
     if [[ "${NODE_IPTABLES_KUBE_BEFORE:-0}" == 0 ]]; then
+      for c in INPUT OUTPUT; do
+        while iptables -t filter -D "$c" -j KUBE-FIREWALL 2>/dev/null; do :; done
+      done
       for t in mangle nat filter; do
         for c in KUBE-PROXY-CANARY KUBE-MARK-MASQ KUBE-MARK-DROP KUBE-FIREWALL; do
           iptables -t "$t" -F "$c" 2>/dev/null && iptables -t "$t" -X "$c" 2>/dev/null
