@@ -3,7 +3,8 @@
 # real, the ends the kubelet decides alone (a pod's activeDeadlineSeconds, a node-pressure
 # eviction), with the phase as the kubelet reports it, and what FailedPreStopHook says.
 # Sourced after lib/scenarios.sh (pods_of, dir_empty, events_for) and lib/fourth_review.sh
-# (start_scenario_reaper).
+# (start_scenario_reaper). Its functions must not share a name with theirs: it is sourced
+# after them and would replace them for the 1.20 scenarios (latest_deadline_pod once did).
 #
 # Some assertions describe what open issues will make true (expect_issue): "[issue 38]"
 # (deletion safety part 6) and "[issue 39]" (operate part 2). While an issue is in
@@ -101,7 +102,7 @@ sidecar_empties_at_success() {
 }
 
 # --- activeDeadlineSeconds: the kubelet ends the pod, no deletion ---------------------------
-deadline_pod() { # name host-dir restartPolicy
+latest_deadline_pod() { # name host-dir restartPolicy
   cat <<EOF
 apiVersion: v1
 kind: Pod
@@ -126,7 +127,7 @@ EOF
 # A `Never` pod gets the exec hook; the kubelet runs it when the deadline kills the pod.
 deadline_runs_the_hook() {
   local dir="$HOST/deadline/hooked"
-  kc create -o json -f - <<<"$(deadline_pod deadline-hooked "$dir" Never)"
+  kc create -o json -f - <<<"$(latest_deadline_pod deadline-hooked "$dir" Never)"
   expect "create succeeds" test "$STATUS" -eq 0
   expect "the exec hook was injected" jqt "$OUT" '.spec.containers[0].lifecycle.preStop.exec != null'
   expect "its files appear on the node" wait_for 60 has_file "$dir/d/.hidden"
@@ -147,7 +148,7 @@ deadline_runs_the_hook() {
 deadline_unhooked_is_reaped() {
   local dir="$HOST/deadline/unhooked"
   expect "the reaper is ready" start_scenario_reaper deadline "$HOST/deadline"
-  kc create -o json -f - <<<"$(deadline_pod deadline-unhooked "$dir" OnFailure)"
+  kc create -o json -f - <<<"$(latest_deadline_pod deadline-unhooked "$dir" OnFailure)"
   expect "create succeeds" test "$STATUS" -eq 0
   expect "no exec hook (the kubelet may restart the container)" \
     jqt "$OUT" '.spec.containers[0].lifecycle.preStop == null'
