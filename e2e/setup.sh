@@ -13,11 +13,16 @@
 # Its only stdout line is the binary's path.
 set -euo pipefail
 
-KUBE_VERSION="1.20.2"
 CACHE="${PRESTOP_E2E_CACHE:-/var/cache/prestop-e2e}"
-APISERVER="$CACHE/kube-apiserver-v$KUBE_VERSION"
-
 log() { echo "e2e/setup: $*" >&2; }
+# KUBE_VERSION: PRESTOP_E2E_KUBE_VERSION, default 1.20.2 (issue 41).
+# shellcheck source=lib/kube-version.sh
+source "$(dirname "$0")/lib/kube-version.sh"
+APISERVER="$CACHE/kube-apiserver-v$KUBE_VERSION"
+# Any other version is built from the Go module proxy's modules (setup-latest.sh), after
+# the same packages; the Debian source package's Go is not needed for it.
+LATEST=0
+[[ "$KUBE_VERSION" == "$KUBE_DEBIAN_VERSION" ]] || LATEST=1
 # shellcheck source=lib/kube-source.sh
 source "$(dirname "$0")/lib/kube-source.sh"
 
@@ -27,7 +32,7 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v openssl >/dev/null || need+=(openssl)
 command -v curl >/dev/null || need+=(curl)
 command -v jq >/dev/null || need+=(jq)
-if [[ ! -x "$APISERVER" ]]; then
+if [[ ! -x "$APISERVER" ]] && ((!LATEST)); then
   [[ -x "$KUBE_GO_1_20" ]] || need+=(golang-1.19-go)
   [[ -f "$KUBE_REFLECT2_SRC/reflect2.go" ]] || need+=(golang-github-modern-go-reflect2-dev)
   command -v make >/dev/null || need+=(make)
@@ -43,6 +48,12 @@ fi
 # has none).
 if ! command -v kubectl >/dev/null; then
   bash "$(dirname "$0")/../.ci/deploy-tools.sh" >/dev/null
+fi
+
+if ((LATEST)); then
+  bash "$(dirname "$0")/setup-latest.sh" "$KUBE_VERSION" >/dev/null
+  echo "$APISERVER"
+  exit 0
 fi
 
 if [[ -x "$APISERVER" ]] && "$APISERVER" --version 2>/dev/null | grep -qx "Kubernetes v$KUBE_VERSION"; then

@@ -21,7 +21,10 @@ cd "$ROOT"
 HERE="$ROOT/e2e/install"
 
 started=$(date +%s)
-KUBE_VERSION=1.20.2
+# PRESTOP_E2E_KUBE_VERSION: the Kubernetes of the control plane and node (default 1.20.2,
+# from Debian's source package; 1.37.2 from the Go module proxy's modules, issue 41).
+# shellcheck source=../lib/kube-version.sh
+source "$ROOT/e2e/lib/kube-version.sh"
 CACHE="${PRESTOP_E2E_CACHE:-/var/cache/prestop-e2e}"
 log() { echo "e2e/install: $*" >&2; }
 if [[ " ${PRESTOP_E2E_PASSES:-helm} " == *" helm "* ]] && ! "${PRESTOP_HELM:-helm}" version >/dev/null 2>&1; then

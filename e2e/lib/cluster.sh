@@ -12,6 +12,10 @@
 # APISERVER_SANS, more subjectAltNames for its certificate (the `kubernetes` Service's
 # ClusterIP); APISERVER_SA_ADMISSION=1, ServiceAccount admission on (token volumes).
 
+# KUBE_VERSION, KUBE_MINOR, kube_at_least: PRESTOP_E2E_KUBE_VERSION, default 1.20.2.
+# shellcheck source=kube-version.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kube-version.sh"
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -58,9 +62,12 @@ cluster_pki() { # CA common name
 apiserver_start() {
   local admission=(--disable-admission-plugins ServiceAccount)
   [[ "${APISERVER_SA_ADMISSION:-}" == 1 ]] && admission=()
+  # --insecure-port went in 1.24.
+  local insecure=(--insecure-port 0)
+  kube_at_least 24 && insecure=()
   "$APISERVER" \
     --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
-    --bind-address "$API_HOST" --advertise-address "$API_HOST" --secure-port "$API_PORT" --insecure-port 0 \
+    --bind-address "$API_HOST" --advertise-address "$API_HOST" --secure-port "$API_PORT" "${insecure[@]}" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --client-ca-file "$PKI/ca.crt" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \

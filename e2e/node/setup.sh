@@ -42,4 +42,12 @@ if file -L /bin/busybox 2>/dev/null | grep -q dynamically; then
   exit 1
 fi
 
-bash ./build-kube.sh
+# 1.20.2 from Debian's source package; any other version (PRESTOP_E2E_KUBE_VERSION,
+# issue 41) from the Go module proxy, all five binaries at once (kube-apiserver too).
+# shellcheck source=../lib/kube-version.sh
+source ../lib/kube-version.sh
+if [[ "$KUBE_VERSION" == "$KUBE_DEBIAN_VERSION" ]]; then
+  bash ./build-kube.sh
+else
+  bash ../setup-latest.sh "$KUBE_VERSION" >/dev/null
+fi

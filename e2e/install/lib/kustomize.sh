@@ -12,8 +12,9 @@
 # - the node agent's `--allow` for that prefix (INSTALL: "Your prefixes");
 # - with the reaper: the Component, the dry-run switched off by the patch INSTALL gives,
 #   and "your prefixes" in its two places (config and DaemonSet volume).
-# And, because the node runs Kubernetes 1.20 (the only API server CI can build), these
-# patches, each for a field 1.20 does not have (a user's cluster >= 1.30 needs none):
+# And, on Kubernetes 1.20 (PRESTOP_E2E_KUBE_VERSION's default; 1.37 needs none, so there
+# the shipped manifests apply as a user's cluster >= 1.30 gets them), these patches, each
+# for a field 1.20 does not have:
 # - the webhooks' `matchConditions` (CEL, GA 1.30) are removed: 1.20 sends the webhook
 #   every object of the rules, the webhook itself skips what is not annotated;
 # - the Deployment's native `preStop: sleep` (1.30) is removed: the server's
@@ -71,14 +72,15 @@ components:
   - ../../certs/reaper-seal
 YAML
   fi
-  local bundle
+  local bundle legacy=1
   bundle=$(base64 <"$ca" | tr -d '\n')
+  kube_at_least 30 && legacy=0
   cat >"$dir/kustomization.yaml" <<YAML
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - $( ((reaper)) && echo with-reaper || echo "../certs/$mode")
-  - pdb-v1beta1.yaml
+$( ((legacy)) && echo "  - pdb-v1beta1.yaml")
 images:
   - name: ghcr.io/prestop-injector/prestop-injector
     newName: $name
@@ -95,6 +97,7 @@ patches:
     patch: '[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "$bundle"}]'
   - target: {kind: ValidatingWebhookConfiguration, name: prestop-injector}
     patch: '[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "$bundle"}]'
+$( ((legacy)) && cat <<'LEGACY'
   # Kubernetes 1.20 only (see the top of e2e/install/lib/kustomize.sh).
   - target: {kind: MutatingWebhookConfiguration, name: prestop-injector}
     patch: '[{"op": "remove", "path": "/webhooks/0/matchConditions"}]'
@@ -104,13 +107,15 @@ patches:
     patch: '[{"op": "remove", "path": "/spec/template/spec/containers/0/lifecycle"}]'
   - target: {kind: PodDisruptionBudget, version: v1, name: prestop-injector}
     patch: |-
-      \$patch: delete
+      $patch: delete
       apiVersion: policy/v1
       kind: PodDisruptionBudget
       metadata: {name: prestop-injector}
   # Kubernetes 1.20 only: a DaemonSet's rolling update has no maxSurge (1.22).
   - target: {kind: DaemonSet, name: prestop-node}
     patch: '[{"op": "remove", "path": "/spec/updateStrategy/rollingUpdate/maxSurge"}]'
+LEGACY
+)
   # The node agent's --allow, in step with the prefixes (docs/INSTALL.md "Your
   # prefixes": appended to its command; with the reaper its container is the second).
   - target: {kind: DaemonSet, name: prestop-node}

@@ -189,6 +189,8 @@ EOF
   node_kubeconfig scheduler scheduler
 
   KUBELET_PORT=$(free_port)
+  local eviction_hard='{}'
+  [[ -n "${NODE_EVICTION_HARD:-}" ]] && eviction_hard=$NODE_EVICTION_HARD
   cat >"$NODE/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -211,7 +213,7 @@ protectKernelDefaults: false
 # A shared CI disk is often fuller than the defaults allow, and an eviction mid-scenario
 # (seen here: ephemeral-storage pressure while others compiled) taints the node: no hard
 # eviction thresholds at all, no image GC.
-evictionHard: {}
+evictionHard: $eviction_hard
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 volumePluginDir: "$NODE/kubelet-plugins"
@@ -221,6 +223,24 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 resolvConf: /etc/resolv.conf
 EOF
+  # 1.27 removed --container-runtime (CRI only since 1.24's dockershim removal) and took
+  # the endpoint and timeout as config fields; 1.31 added failCgroupV1, which 1.35 turned on
+  # by default: this machine's cgroup v1 needs it off (the kubelet then warns, and still
+  # supports v1 in 1.37, issue 41).
+  if kube_at_least 27; then
+    cat >>"$NODE/kubelet.yaml" <<EOF
+containerRuntimeEndpoint: "unix://$NODE/containerd.sock"
+runtimeRequestTimeout: 2m
+EOF
+  fi
+  if kube_at_least 31; then
+    echo "failCgroupV1: false" >>"$NODE/kubelet.yaml"
+  fi
+  # An eviction scenario's threshold (lib/latest.sh): the condition and its taint go 5 s
+  # after the pressure does, not the default 5 minutes.
+  if [[ -n "${NODE_EVICTION_HARD:-}" ]]; then
+    echo "evictionPressureTransitionPeriod: 5s" >>"$NODE/kubelet.yaml"
+  fi
   # conntrack all 0: leave the host's nf_conntrack sysctls alone; oomScoreAdj 0: no
   # CAP_SYS_RESOURCE here. It still sets net.ipv4.conf.all.route_localnet (saved, restored).
   cat >"$NODE/kube-proxy.yaml" <<EOF
@@ -300,9 +320,21 @@ node_remove_cgroup_root() {
   done
 }
 
+# NODE_KUBELET_FS_MB=N: the kubelet's root directory on a tmpfs of N MiB of its own, so
+# that its nodefs, what node-pressure eviction measures, is the suite's alone: one pod's
+# emptyDir can fill it, nothing else on the machine can (lib/latest.sh, with
+# NODE_EVICTION_HARD). A tmpfs, not a loop device: a mount namespace another process
+# makes meanwhile keeps a copy of the mount, and would keep a loop device after the run.
+node_kubelet_fs() {
+  [[ -n "${NODE_KUBELET_FS_MB:-}" ]] || return 0
+  mount -t tmpfs -o "size=${NODE_KUBELET_FS_MB}m,mode=0755" "prestop-e2e-kubelet-$$" "$NODE/kubelet" &&
+    mkdir -p "$NODE/kubelet/pki"
+}
+
 node_start() {
   node_init_names || return 1
   node_write_configs || return 1
+  node_kubelet_fs || { log "cannot mount the kubelet's filesystem"; return 1; }
   k create clusterrolebinding prestop-e2e-node --clusterrole system:node \
     --group system:nodes >/dev/null || return 1
   node_save_sysctls
@@ -320,10 +352,13 @@ node_start() {
       { log "importing $tar failed"; cat "$NODE/import.log" >&2; return 1; }
   done
 
+  local runtime=()
+  kube_at_least 27 ||
+    runtime=(--container-runtime remote --container-runtime-endpoint "unix://$NODE/containerd.sock"
+      --runtime-request-timeout 2m)
   node_spawn kubelet "$CACHE/kubelet-v$KUBE_VERSION" \
     --config "$NODE/kubelet.yaml" --kubeconfig "$NODE/kubelet.kubeconfig" \
-    --container-runtime remote --container-runtime-endpoint "unix://$NODE/containerd.sock" \
-    --runtime-request-timeout 2m \
+    "${runtime[@]}" \
     --root-dir "$NODE/kubelet" --cert-dir "$NODE/kubelet/pki" \
     --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v 2
 
@@ -331,14 +366,17 @@ node_start() {
   local tokens=(--controllers '*,-serviceaccount-token')
   [[ "${NODE_SA_TOKENS:-}" == 1 ]] &&
     tokens=(--controllers '*' --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt")
+  # --port (the insecure one) went in 1.24 (controller-manager) and 1.23 (scheduler).
+  local insecure=(--port 0)
+  kube_at_least 23 && insecure=()
   node_spawn controller-manager "$CACHE/kube-controller-manager-v$KUBE_VERSION" \
     --kubeconfig "$NODE/controller-manager.kubeconfig" \
-    --port 0 --secure-port 0 --bind-address 127.0.0.1 --leader-elect=false \
+    "${insecure[@]}" --secure-port 0 --bind-address 127.0.0.1 --leader-elect=false \
     "${tokens[@]}" --node-monitor-period 2s
 
   node_spawn scheduler "$CACHE/kube-scheduler-v$KUBE_VERSION" \
     --kubeconfig "$NODE/scheduler.kubeconfig" \
-    --port 0 --secure-port 0 --bind-address 127.0.0.1 --leader-elect=false
+    "${insecure[@]}" --secure-port 0 --bind-address 127.0.0.1 --leader-elect=false
 
   if [[ "${NODE_PROXY:-}" == 1 ]]; then
     node_spawn kube-proxy "$CACHE/kube-proxy-v$KUBE_VERSION" --config "$NODE/kube-proxy.yaml" --v 2
@@ -413,12 +451,17 @@ node_stop() {
     "${NODE_ENV[@]}" "$CACHE/kube-proxy-v$KUBE_VERSION" --cleanup >>"$NODE/kube-proxy-cleanup.log" 2>&1 ||
       log "teardown: kube-proxy --cleanup failed (see $NODE/kube-proxy-cleanup.log)"
     # 1.20's cleanup leaves the canary chains of its monitor and the mark chains it shares
-    # with the kubelet (which here makes none: makeIPTablesUtilChains false); removed when
-    # the machine had no KUBE- rule before the run, so they are ours.
+    # with the kubelet (which here makes none: makeIPTablesUtilChains false), 1.37's its
+    # KUBE-FIREWALL chain ("block incoming localnet connections") and the INPUT and OUTPUT
+    # rules that jump to it; removed when the machine had no KUBE- rule before the run,
+    # so they are ours.
     local t c
     if [[ "${NODE_IPTABLES_KUBE_BEFORE:-0}" == 0 ]]; then
+      for c in INPUT OUTPUT; do
+        while iptables -t filter -D "$c" -j KUBE-FIREWALL 2>/dev/null; do :; done
+      done
       for t in mangle nat filter; do
-        for c in KUBE-PROXY-CANARY KUBE-MARK-MASQ KUBE-MARK-DROP; do
+        for c in KUBE-PROXY-CANARY KUBE-MARK-MASQ KUBE-MARK-DROP KUBE-FIREWALL; do
           iptables -t "$t" -F "$c" 2>/dev/null && iptables -t "$t" -X "$c" 2>/dev/null
         done
       done
@@ -441,7 +484,8 @@ node_stop() {
   # 3. What the daemons leave by design: the kubelet's root mount, cgroups and sysctls,
   #    the bridge the CNI plugin created.
   # The kubelet bind-mounts its root directory onto itself (to make it rshared).
-  mountpoint -q "$NODE/kubelet" && umount "$NODE/kubelet"
+  # Its own filesystem below that (NODE_KUBELET_FS_MB), whose loop device goes with it.
+  for i in 1 2 3; do mountpoint -q "$NODE/kubelet" && umount "$NODE/kubelet"; done
   node_remove_cgroup_root
   node_restore_sysctls
   ip link show "$NODE_BRIDGE" >/dev/null 2>&1 && ip link del "$NODE_BRIDGE"
