@@ -160,13 +160,7 @@ pub fn pod_event(
         },
         reason: Some(reason.to_owned()),
         message: Some(message(line)),
-        type_: Some(
-            match kind {
-                Kind::Normal => "Normal",
-                Kind::Warning => "Warning",
-            }
-            .to_owned(),
-        ),
+        type_: Some(kind.as_str().to_owned()),
         source: Some(EventSource {
             component: Some("prestop-node-agent".to_owned()),
             host: Some(node.to_owned()),

@@ -24,6 +24,16 @@ pub enum Kind {
     Warning,
 }
 
+impl Kind {
+    /// The Event's `type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Normal => "Normal",
+            Kind::Warning => "Warning",
+        }
+    }
+}
+
 /// What happened, for the Event's `reason`.
 pub const EMPTIED: &str = "ScratchDirectoryEmptied";
 pub const WOULD_EMPTY: &str = "ScratchDirectoryWouldEmpty";
@@ -101,13 +111,7 @@ fn node_event(node: &str, kind: Kind, reason: &str, message: &str) -> Event {
         },
         reason: Some(reason.to_owned()),
         message: Some(message),
-        type_: Some(
-            match kind {
-                Kind::Normal => "Normal",
-                Kind::Warning => "Warning",
-            }
-            .to_owned(),
-        ),
+        type_: Some(kind.as_str().to_owned()),
         source: Some(EventSource {
             component: Some("prestop-reaper".to_owned()),
             host: Some(node.to_owned()),
