@@ -603,3 +603,130 @@ fn the_webhook_seals_only_what_it_injects() {
         json!({"name": "job-worker", "annotations": {"prestop-injector.io/cleanup": "/scratch"}})
     );
 }
+
+const REAP: &str = "prestop-injector.io/reap";
+
+/// An `OnFailure` Job (the kubelet restarts its container in the pod, so no exec hook)
+/// whose container has no `runAsUser` (so no cleanup sidecar): no cleanup in the pod.
+fn restarting_job(config: &Config) -> core_support::Outcome {
+    let mut job = core_support::job(
+        json!({"prestop-injector.io/cleanup": "auto"}),
+        scratch_container(),
+        json!([host_path_volume("scratch", "/mnt/scratch/job")]),
+    );
+    job["spec"]["template"]["spec"]["restartPolicy"] = json!("OnFailure");
+    let outcome = mutate_with(Endpoint::Mutate, config, job);
+    assert!(outcome.decision.denial.is_none(), "{:?}", outcome.decision);
+    outcome
+}
+
+/// The kubelet's report of the user container `app` runs as (Kubernetes ≥ 1.33).
+fn reported_user(pod: &mut Value, uid: u32) {
+    pod["status"]["containerStatuses"] = json!([{"name": "app", "ready": false,
+        "restartCount": 0, "image": "busybox:1.36", "imageID": "", "started": false,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}},
+        "user": {"linux": {"uid": uid, "gid": uid, "supplementalGroups": [uid]}}}]);
+}
+
+/// Issue 38, class 2: a target that no cleanup in the pod runs (here: the restart policy
+/// rules out the exec hook, no runAsUser rules out the sidecar) is left to the node
+/// reaper, sealed, and said so at admission; the reaper then counts it cleanable, as the
+/// user the kubelet reports. Before, nothing recorded it and nothing emptied it.
+#[test]
+fn class_2_a_target_without_cleanup_in_the_pod_is_left_to_the_reaper() {
+    let outcome = restarting_job(&config());
+    let template = &outcome.patched["spec"]["template"];
+    let annotations = &template["metadata"]["annotations"];
+    let left: Value = serde_json::from_str(annotations[REAP].as_str().unwrap()).unwrap();
+    assert_eq!(
+        left,
+        json!([{"container": "app", "target": "/scratch", "host": "/mnt/scratch/job"}])
+    );
+    assert!(annotations[SEAL].as_str().unwrap().starts_with("v1:"));
+    assert!(template["spec"]["containers"][0].get("lifecycle").is_none());
+    let warnings = outcome.warnings();
+    assert!(warnings.contains("left to the node reaper"), "{warnings}");
+    assert!(!warnings.contains("not cleaned"), "{warnings}");
+
+    let mut pod = pod_of(&outcome.patched, "job-worker-abcde");
+    let facts = facts(&pod);
+    assert_eq!(facts.cleanable, ["/mnt/scratch/job"]);
+    assert!(facts.refused.is_empty(), "{:?}", facts.refused);
+    // Without runAsUser the reaper knows the user only from the kubelet: unknown until
+    // it reports one, then that one.
+    let user = |facts: &PodFacts| format!("{:?}", facts.users["/mnt/scratch/job"]);
+    assert!(user(&facts).starts_with("Unknown"), "{}", user(&facts));
+    reported_user(&mut pod, 1000);
+    let facts = facts_under(&pod, &config());
+    assert!(user(&facts).contains("uid: 1000"), "{}", user(&facts));
+
+    // Without a seal key nothing is left to a reaper that could not prove it: the
+    // warning says the target is not cleaned.
+    let unsealed = restarting_job(&config_with_keys(""));
+    let annotations = &unsealed.patched["spec"]["template"]["metadata"]["annotations"];
+    assert!(annotations.get(REAP).is_none(), "{annotations}");
+    assert!(
+        unsealed
+            .warnings()
+            .contains("container \"app\" not cleaned"),
+        "{}",
+        unsealed.warnings()
+    );
+}
+
+/// Issue 38, class 2, the attacks: the reap annotation is under the seal. Removed, moved
+/// to another directory or container, added to a pod the webhook sealed without one, or
+/// unreadable, it is refused as a seal mismatch, and nothing is cleanable.
+#[test]
+fn class_2_a_forged_reap_annotation_is_refused() {
+    let outcome = restarting_job(&config());
+    let pod = pod_of(&outcome.patched, "job-worker-abcde");
+    let with = |text: Option<&str>| {
+        let mut pod = pod.clone();
+        let annotations = pod["metadata"]["annotations"].as_object_mut().unwrap();
+        match text {
+            Some(text) => annotations.insert(REAP.to_owned(), json!(text)),
+            None => annotations.remove(REAP),
+        };
+        pod
+    };
+    let victim = r#"[{"container":"app","target":"/scratch","host":"/mnt/scratch/other"}]"#;
+    // Removed: no target left to empty, and none to report.
+    let facts_removed = facts(&with(None));
+    assert!(facts_removed.cleanable.is_empty() && facts_removed.refused.is_empty());
+    let cases = [
+        ("another host", Some(victim)),
+        (
+            "a container it does not have",
+            Some(r#"[{"container":"ghost","target":"/scratch","host":"/mnt/scratch/job"}]"#),
+        ),
+        ("not JSON", Some("/mnt/scratch/job")),
+        (
+            "an extra field",
+            Some(r#"[{"container":"app","target":"/scratch","host":"/mnt/scratch/job","as":0}]"#),
+        ),
+    ];
+    for (case, text) in cases {
+        let facts = facts(&with(text));
+        assert!(facts.cleanable.is_empty(), "{case}: {:?}", facts.cleanable);
+        assert!(
+            facts.refused.iter().all(|r| r.reason == "seal_mismatch") && !facts.refused.is_empty(),
+            "{case}: {:?}",
+            facts.refused
+        );
+    }
+    // Added to a pod whose exec hook the webhook sealed without one.
+    let mut sealed = pod_of(&scratch_job("exec"), "job-worker-fghij");
+    sealed["metadata"]["annotations"][REAP] = json!(victim);
+    assert_refused(
+        &facts(&sealed),
+        "seal_mismatch",
+        "reap added to a sealed pod",
+    );
+    // A forged one on an unsealed pod carries no seal at all.
+    let mut unsealed = pod.clone();
+    set_seal(&mut unsealed, None);
+    let facts = facts(&unsealed);
+    assert!(facts.cleanable.is_empty());
+    assert!(facts.refused.iter().all(|r| r.reason == "unsealed"));
+}

@@ -201,6 +201,9 @@ pub fn allowed_path(path: &str, template: &str, job_spec: Option<&str>) -> bool 
         // The workload's settings record (docs/DESIGN.md#annotations, the Pod-level pass), also
         // ours.
         || rest == "metadata/annotations/prestop-injector.io~1settings"
+        // The reaper's: the seal, and the targets left to it (docs/REAPER.md#what-it-empties).
+        || rest == "metadata/annotations/prestop-injector.io~1seal"
+        || rest == "metadata/annotations/prestop-injector.io~1reap"
         || rest == "spec/initContainers"
         || rest.starts_with("spec/initContainers/")
         || list_entry(rest, "spec/volumes")

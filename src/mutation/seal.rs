@@ -12,7 +12,10 @@
 //!   of its targets the volumeMount the target lies on (`name`, `mountPath`, `subPath`,
 //!   `subPathExpr`, `readOnly`; absent = the default), the `env` entries a `subPathExpr`
 //!   references (expanded by the reaper), and the volume the mount names (a hostPath's
-//!   `path` and `type`, absent type = `""`; any other kind only as "not a hostPath").
+//!   `path` and `type`, absent type = `""`; any other kind only as "not a hostPath");
+//! - the `prestop-injector.io/reap` annotation when there is one ([`reaper_targets`]):
+//!   its exact text, then for each of its targets the same mount, env and volume fields.
+//!   Absent, the message is the one earlier releases sealed, so their pods still verify.
 //!
 //! Every field is length-prefixed and every list counted, after a domain and version
 //! prefix, so two different inputs never encode alike. The annotation is
@@ -26,7 +29,7 @@ use crate::seal_keys::SealKeys;
 use base64::Engine as _;
 use serde_json::Value;
 
-pub use crate::mutation::scope::settings::SEAL;
+pub use crate::mutation::scope::settings::{REAP, SEAL};
 
 /// Format of the annotation's value: this prefix, then the tag in base64.
 const VERSION: &str = "v1:";
@@ -41,6 +44,9 @@ pub enum Place {
     Hook,
     /// Our cleanup sidecar (`initContainers`).
     Sidecar,
+    /// An app container whose targets no cleanup in the pod runs: named in the
+    /// `prestop-injector.io/reap` annotation, for the node reaper alone (issue 38, class 2).
+    Reaper,
 }
 
 /// One container that runs our cleanup, with its targets as its argv says them.
@@ -117,6 +123,63 @@ pub fn cleanup_containers(spec: &Value) -> Vec<Cleaner<'_>> {
     found
 }
 
+/// One target of the `prestop-injector.io/reap` annotation: a target of `container` that
+/// no cleanup in the pod runs, with the host directory it must be (`--host`'s syntax).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReapTarget {
+    pub container: String,
+    pub target: String,
+    pub host: String,
+}
+
+/// The annotation's text for `targets`; `None` when there are none.
+pub fn reap_annotation(targets: &[ReapTarget]) -> Option<String> {
+    (!targets.is_empty()).then(|| serde_json::to_string(targets).unwrap_or_default())
+}
+
+/// The app containers the reap annotation `text` names, each with its targets, as
+/// [`Cleaner`]s of [`Place::Reaper`] (no argv of their own: `program`, so every target
+/// carries the `--host` the reaper checks). `Err` when the text is not the annotation's
+/// format or names a container the pod does not have.
+pub fn reaper_targets<'a>(spec: &'a Value, text: &str) -> Result<Vec<Cleaner<'a>>, String> {
+    let targets: Vec<ReapTarget> = serde_json::from_str(text)
+        .map_err(|error| format!("{REAP} is not a list of targets: {error}"))?;
+    let containers = spec
+        .field("containers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut found: Vec<Cleaner<'a>> = Vec::new();
+    for ReapTarget {
+        container: name,
+        target,
+        host,
+    } in targets
+    {
+        let Some(container) = containers
+            .iter()
+            .find(|c| c.field("name").and_then(Value::as_str) == Some(name.as_str()))
+        else {
+            return Err(format!(
+                "{REAP} names container {name:?}, which the pod has not"
+            ));
+        };
+        let target = Target::on_host(target, host);
+        match found.iter_mut().find(|c| c.name() == name) {
+            Some(cleaner) => cleaner.targets.push(target),
+            None => found.push(Cleaner {
+                place: Place::Reaper,
+                container,
+                argv: Vec::new(),
+                targets: vec![target],
+                program: true,
+            }),
+        }
+    }
+    Ok(found)
+}
+
 /// What a pod's seal says, as the reaper reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -139,14 +202,24 @@ impl Verdict {
     }
 }
 
-/// The annotation value for a pod template in `namespace`: `None` without a key or when
-/// no container runs our cleanup.
+/// The annotation value for a pod template in `namespace` without a reap annotation:
+/// `None` without a key or when no container runs our cleanup.
 pub fn seal(keys: &SealKeys, namespace: &str, spec: &Value) -> Option<String> {
+    seal_with(keys, namespace, spec, None)
+}
+
+/// [`seal`] of a pod template whose reap annotation is `reap`.
+pub fn seal_with(
+    keys: &SealKeys,
+    namespace: &str,
+    spec: &Value,
+    reap: Option<&str>,
+) -> Option<String> {
     // Without a key nothing is sealed: the message is not worth building (every review).
     if keys.is_empty() {
         return None;
     }
-    let message = message(namespace, spec)?;
+    let message = message(namespace, spec, reap)?;
     let tag = keys.sign(&message)?;
     Some(format!(
         "{VERSION}{}",
@@ -154,9 +227,15 @@ pub fn seal(keys: &SealKeys, namespace: &str, spec: &Value) -> Option<String> {
     ))
 }
 
-/// Whether `annotation` (the pod's seal, if any) seals `spec` in `namespace` under one
-/// of `keys`.
-pub fn verify(keys: &SealKeys, namespace: &str, spec: &Value, annotation: Option<&str>) -> Verdict {
+/// Whether `annotation` (the pod's seal, if any) seals `spec` and the reap annotation
+/// `reap` in `namespace` under one of `keys`.
+pub fn verify(
+    keys: &SealKeys,
+    namespace: &str,
+    spec: &Value,
+    reap: Option<&str>,
+    annotation: Option<&str>,
+) -> Verdict {
     let Some(tag) = annotation
         .and_then(|text| text.strip_prefix(VERSION))
         .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
@@ -166,7 +245,7 @@ pub fn verify(keys: &SealKeys, namespace: &str, spec: &Value, annotation: Option
     if keys.is_empty() {
         return Verdict::Unsealed;
     }
-    match message(namespace, spec) {
+    match message(namespace, spec, reap) {
         Some(message) if keys.verify(&message, &tag) => Verdict::Sealed,
         _ => Verdict::Mismatch,
     }
@@ -175,13 +254,18 @@ pub fn verify(keys: &SealKeys, namespace: &str, spec: &Value, annotation: Option
 /// The seal a mutated pod template must carry: that of what it has now, under the first
 /// key, when it runs our cleanup; `None` (no seal) otherwise.
 pub fn wanted(template: &Value, namespace: Option<&str>, config: &Config) -> Option<String> {
-    seal(&config.seal, namespace?, template.field("spec")?)
+    let reap = template
+        .at("/metadata/annotations")
+        .and_then(|a| a.field(REAP))
+        .and_then(Value::as_str);
+    seal_with(&config.seal, namespace?, template.field("spec")?, reap)
 }
 
-/// The sealed message; `None` when no container runs our cleanup.
-fn message(namespace: &str, spec: &Value) -> Option<Vec<u8>> {
+/// The sealed message; `None` when no container runs our cleanup and nothing is left to
+/// the reaper.
+fn message(namespace: &str, spec: &Value, reap: Option<&str>) -> Option<Vec<u8>> {
     let cleaners = cleanup_containers(spec);
-    if cleaners.is_empty() {
+    if cleaners.is_empty() && reap.is_none() {
         return None;
     }
     let mut out = Encoder(DOMAIN.to_vec());
@@ -191,34 +275,56 @@ fn message(namespace: &str, spec: &Value) -> Option<Vec<u8>> {
         out.text(match cleaner.place {
             Place::Hook => "containers",
             Place::Sidecar => "initContainers",
+            Place::Reaper => "reap",
         });
         out.json_text(cleaner.container.field("name"));
         out.count(cleaner.argv.len());
         for arg in &cleaner.argv {
             out.text(arg);
         }
-        let mounts = container_mounts(cleaner.container);
-        out.count(cleaner.targets.len());
-        for target in &cleaner.targets {
-            out.text(&target.path);
-            let mount = match &mounts {
-                Ok(mounts) => mount_of(mounts, &target.path),
-                Err(_) => {
-                    out.text("unreadable mounts");
-                    continue;
+        target_fields(&mut out, spec, cleaner);
+    }
+    // Appended only when present: a pod without one seals what earlier releases sealed.
+    if let Some(text) = reap {
+        out.text(REAP);
+        out.text(text);
+        match reaper_targets(spec, text) {
+            Ok(cleaners) => {
+                out.count(cleaners.len());
+                for cleaner in &cleaners {
+                    // The container's name and each target's path and host are in the text.
+                    target_fields(&mut out, spec, cleaner);
                 }
-            };
-            let Some(mount) = mount else {
-                out.text("no mount");
-                continue;
-            };
-            out.text("mount");
-            mount_fields(&mut out, mount.raw);
-            env_fields(&mut out, cleaner.container, mount.raw);
-            volume_fields(&mut out, volume(spec, mount.volume));
+            }
+            Err(_) => out.text("unreadable"),
         }
     }
     Some(out.0)
+}
+
+/// For each target of `cleaner`: its path, and the mount it lies on with the env and
+/// volume that mount reads.
+fn target_fields(out: &mut Encoder, spec: &Value, cleaner: &Cleaner) {
+    let mounts = container_mounts(cleaner.container);
+    out.count(cleaner.targets.len());
+    for target in &cleaner.targets {
+        out.text(&target.path);
+        let mount = match &mounts {
+            Ok(mounts) => mount_of(mounts, &target.path),
+            Err(_) => {
+                out.text("unreadable mounts");
+                continue;
+            }
+        };
+        let Some(mount) = mount else {
+            out.text("no mount");
+            continue;
+        };
+        out.text("mount");
+        mount_fields(out, mount.raw);
+        env_fields(out, cleaner.container, mount.raw);
+        volume_fields(out, volume(spec, mount.volume));
+    }
 }
 
 fn mount_fields(out: &mut Encoder, raw: &Value) {
@@ -344,21 +450,24 @@ mod tests {
     /// neighbour gives another message, so another tag.
     #[test]
     fn length_prefixes_keep_fields_apart() {
-        let a = message("ab", &spec("c", "/data", "/mnt/scratch/x")).unwrap();
-        let b = message("a", &spec("bc", "/data", "/mnt/scratch/x")).unwrap();
+        let a = message("ab", &spec("c", "/data", "/mnt/scratch/x"), None).unwrap();
+        let b = message("a", &spec("bc", "/data", "/mnt/scratch/x"), None).unwrap();
         assert_ne!(a, b);
         assert!(a.starts_with(DOMAIN));
         // Absent and default are one thing; a value of another type is not a string.
         let mut typed = spec("c", "/data", "/mnt/scratch/x");
-        let plain = message("n", &typed).unwrap();
+        let plain = message("n", &typed, None).unwrap();
         typed["containers"][0]["volumeMounts"][0]["readOnly"] = json!(false);
         typed["containers"][0]["volumeMounts"][0]["subPath"] = json!("");
         typed["volumes"][0]["hostPath"]["type"] = json!("");
-        assert_eq!(message("n", &typed).unwrap(), plain);
+        assert_eq!(message("n", &typed, None).unwrap(), plain);
         typed["volumes"][0]["hostPath"]["type"] = json!(0);
-        assert_ne!(message("n", &typed).unwrap(), plain);
+        assert_ne!(message("n", &typed, None).unwrap(), plain);
         // Nothing to seal without a cleanup container.
-        assert_eq!(message("n", &json!({"containers": [{"name": "c"}]})), None);
+        assert_eq!(
+            message("n", &json!({"containers": [{"name": "c"}]}), None),
+            None
+        );
     }
 
     #[test]
@@ -367,19 +476,25 @@ mod tests {
         let spec = spec("c", "/data", "/mnt/scratch/x");
         let sealed = seal(&keys, "n", &spec).unwrap();
         assert!(sealed.starts_with(VERSION));
-        assert_eq!(verify(&keys, "n", &spec, Some(&sealed)), Verdict::Sealed);
-        assert_eq!(verify(&keys, "m", &spec, Some(&sealed)), Verdict::Mismatch);
-        assert_eq!(verify(&keys, "n", &spec, None), Verdict::Unsealed);
         assert_eq!(
-            verify(&keys, "n", &spec, Some("v2:AAAA")),
+            verify(&keys, "n", &spec, None, Some(&sealed)),
+            Verdict::Sealed
+        );
+        assert_eq!(
+            verify(&keys, "m", &spec, None, Some(&sealed)),
+            Verdict::Mismatch
+        );
+        assert_eq!(verify(&keys, "n", &spec, None, None), Verdict::Unsealed);
+        assert_eq!(
+            verify(&keys, "n", &spec, None, Some("v2:AAAA")),
             Verdict::Unsealed
         );
         assert_eq!(
-            verify(&keys, "n", &spec, Some("v1:not base64!")),
+            verify(&keys, "n", &spec, None, Some("v1:not base64!")),
             Verdict::Unsealed
         );
         assert_eq!(
-            verify(&SealKeys::default(), "n", &spec, Some(&sealed)),
+            verify(&SealKeys::default(), "n", &spec, None, Some(&sealed)),
             Verdict::Unsealed
         );
         assert_eq!(seal(&SealKeys::default(), "n", &spec), None);

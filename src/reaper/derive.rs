@@ -10,7 +10,8 @@
 //!   and volumes it has now: [`crate::mutation::seal`]; never with `inject: "false"`),
 //!   the host directories of the targets of the cleanup we injected: the `--target`s of
 //!   the cleaner program's hook (or a v1 shell hook) in each app container and of our
-//!   cleanup sidecar. The annotation's content is never trusted: each target goes through
+//!   cleanup sidecar, and the targets no cleanup in the pod runs, which the webhook left
+//!   to the reaper in `prestop-injector.io/reap` (issue 38, class 2). The annotation's content is never trusted: each target goes through
 //!   the webhook's own rule ([`check_target`], with the reaper's config), only an exact
 //!   host path (a `subPathExpr` expanded for certain) is kept, and it must be the one the
 //!   target's `--host` names. Anything refused is reported, never recorded.
@@ -24,7 +25,7 @@ use super::views;
 use crate::config::Config;
 use crate::mutation::hook::Target;
 use crate::mutation::scope::record::{self, Recorded};
-use crate::mutation::scope::settings::{Annotations, SEAL, STATUS};
+use crate::mutation::scope::settings::{Annotations, REAP, SEAL, STATUS};
 use crate::mutation::seal::{self, Cleaner, Verdict};
 use crate::mutation::targets::{
     check_target, container_mounts, mount_host_path_with, mount_of, pod_views_resolving, HostPath,
@@ -122,7 +123,19 @@ pub fn pod_facts_with(
     {
         return Some(facts);
     }
-    let cleaners = seal::cleanup_containers(spec);
+    let mut cleaners = seal::cleanup_containers(spec);
+    let reap = annotation(pod, REAP);
+    match reap.map(|text| seal::reaper_targets(spec, text)) {
+        Some(Ok(left_to_us)) => cleaners.extend(left_to_us),
+        Some(Err(why)) => facts.refused.push(Refused {
+            container: String::new(),
+            target: String::new(),
+            reason: "seal_mismatch",
+            message: format!("pod {}/{}: {why}", facts.namespace, facts.name),
+            why,
+        }),
+        None => {}
+    }
     let sealed = sealed(pod, spec, &facts.namespace, config);
     for cleaner in &cleaners {
         let name = cleaner.name();
@@ -207,11 +220,13 @@ fn opted_out(pod: &Value, config: &Config) -> bool {
 /// ([`seal::verify`] under the reaper's keys): a copied status annotation and argv, a
 /// seal moved to another namespace or kept over changed mounts or volumes are refused.
 fn sealed(pod: &Value, spec: &Value, namespace: &str, config: &Config) -> Result<(), Refusal> {
-    let annotation = pod
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(SEAL))
-        .and_then(Value::as_str);
-    let verdict = seal::verify(&config.seal, namespace, spec, annotation);
+    let verdict = seal::verify(
+        &config.seal,
+        namespace,
+        spec,
+        annotation(pod, REAP),
+        annotation(pod, SEAL),
+    );
     let Some(reason) = verdict.reason() else {
         return Ok(());
     };
@@ -224,10 +239,17 @@ fn sealed(pod: &Value, spec: &Value, namespace: &str, config: &Config) -> Result
         ),
         _ => format!(
             "has a {SEAL} that none of the reaper's keys made for namespace {namespace:?} and \
-             the pod's cleanup containers, mounts and volumes as they are now"
+             the pod's cleanup containers, {REAP}, mounts and volumes as they are now"
         ),
     };
     Err((reason, why))
+}
+
+/// The text of the pod's annotation `key`, when it has one.
+fn annotation<'p>(pod: &'p Value, key: &str) -> Option<&'p str> {
+    pod.pointer("/metadata/annotations")
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
 }
 
 /// `dir` when it is the host directory the target's `--host` names (expanded from the

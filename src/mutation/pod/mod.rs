@@ -13,12 +13,13 @@ use crate::config::{CleanerMode, Config, Mode};
 use crate::mutation::containers::app_containers;
 use crate::mutation::field::{At, Field};
 use crate::mutation::hook::existing::Existing;
-use crate::mutation::hook::{Action, Before, Hook};
+use crate::mutation::hook::{Action, Before, Hook, Target};
 use crate::mutation::inject::delivery::Delivery;
 use crate::mutation::inject::node_agent::NodeAgent;
 use crate::mutation::inject::sidecar::{self, SidecarPlan};
 use crate::mutation::scope::gates::{self, storable};
 use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
+use crate::mutation::seal::{self, ReapTarget, REAP};
 use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
 use crate::mutation::targets::{self, without_agent, PathRefusal};
 use crate::mutation::warning::cited;
@@ -62,7 +63,10 @@ pub fn mutate(
     if settings.fix_shell {
         warnings.extend(shell_fix::fix_shells(spec, config));
     }
-    let plans = plan(spec, settings, config, &mut warnings)?;
+    let (plans, wanted_targets): (Vec<Plan>, Vec<Vec<Target>>) =
+        plan(spec, settings, config, &mut warnings)?
+            .into_iter()
+            .unzip();
 
     let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
     let pod_security = spec.field("securityContext").cloned();
@@ -79,6 +83,9 @@ pub fn mutate(
     let mut needs_agent = Vec::new();
     // The program hooks, given their `--deadline` once the grace period is known.
     let mut program_hooks = Vec::new();
+    // Per app container: its name, the target paths its exec hook cleans, and those the
+    // cleanup sidecar takes if there is one in the end.
+    let mut cleaned_in_pod: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
     if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
         for (index, (container, plan)) in containers.iter_mut().zip(plans).enumerate() {
             let name = container
@@ -91,10 +98,12 @@ pub fn mutate(
                 &mut sidecar,
                 container,
                 pod_security.as_ref(),
+                config,
                 &mut warnings,
             );
             let mut needs = false;
             let mut asks_agent = false;
+            let (mut by_hook, mut by_sidecar) = (Vec::new(), Vec::new());
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
@@ -105,8 +114,9 @@ pub fn mutate(
                     if let Some(path) = conflict {
                         // The program could not be mounted, or would hide the user's mount.
                         warnings.push(format!(
-                            "container {} not cleaned: it mounts {}, where the cleaner program goes",
+                            "container {} {}: it mounts {}, where the cleaner program goes",
                             cited(format_args!("{name:?}")),
+                            plan::not_cleaned(config),
                             cited(path)
                         ));
                         restore(container, hook.before);
@@ -129,8 +139,11 @@ pub fn mutate(
                             let paths = crate::mutation::hook::target_paths(paths);
                             without_agent::warn_fixed(container, &name, &paths, &mut warnings);
                         }
+                        if let Action::Cleanup(paths) = &hook.action {
+                            by_hook = crate::mutation::hook::target_paths(paths);
+                        }
                         set_exec(container, hook.to_argv(mode, socket));
-                        injected.push(name);
+                        injected.push(name.clone());
                         needs = mode == CleanerMode::Binary;
                         // A custom script has no cleanup to cut off: it runs to the kill.
                         if needs && matches!(hook.action, Action::Cleanup(_)) {
@@ -167,9 +180,11 @@ pub fn mutate(
                         }
                     }
                     served_by_sidecar.push(name.clone());
-                    injected.push(name);
+                    injected.push(name.clone());
+                    by_sidecar = paths;
                 }
             }
+            cleaned_in_pod.push((name, by_hook, by_sidecar));
             needs_program.push(needs);
             needs_agent.push(asks_agent);
         }
@@ -194,6 +209,13 @@ pub fn mutate(
         &mut warnings,
     );
     set_deadlines(spec, &program_hooks, sidecar_name.as_deref(), grace, config);
+    let left = left_to_the_reaper(
+        &wanted_targets,
+        &cleaned_in_pod,
+        sidecar_name.is_some(),
+        config,
+    );
+    super::set_annotation(template, REAP, seal::reap_annotation(&left));
     let changed = template != original;
     let status_present = template
         .at("/metadata/annotations")
@@ -207,6 +229,37 @@ pub fn mutate(
         set_status(template, status.to_string());
     }
     Ok(warnings)
+}
+
+/// docs/REAPER.md#what: the wanted targets (per app container) that no cleanup in the pod
+/// runs, neither its exec hook nor the sidecar (`has_sidecar`): left to the node reaper,
+/// which empties them once the pod has ended (issue 38, class 2). None without a seal
+/// key: the reaper empties only what the webhook sealed. A target without a host
+/// directory to check is never left to it.
+fn left_to_the_reaper(
+    wanted: &[Vec<Target>],
+    cleaned_in_pod: &[(String, Vec<String>, Vec<String>)],
+    has_sidecar: bool,
+    config: &Config,
+) -> Vec<ReapTarget> {
+    if config.seal.is_empty() {
+        return Vec::new();
+    }
+    let mut left = Vec::new();
+    for (targets, (name, by_hook, by_sidecar)) in wanted.iter().zip(cleaned_in_pod) {
+        for target in targets {
+            let cleaned = by_hook.contains(&target.path)
+                || (has_sidecar && by_sidecar.contains(&target.path));
+            if let (false, Some(host)) = (cleaned, &target.host) {
+                left.push(ReapTarget {
+                    container: name.clone(),
+                    target: target.path.clone(),
+                    host: host.clone(),
+                });
+            }
+        }
+    }
+    left
 }
 
 /// Warns once per container when its own preStop deletes paths outside its volumes.

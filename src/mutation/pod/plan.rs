@@ -13,6 +13,7 @@ pub(super) fn admit(
     sidecar: &mut SidecarPlan,
     container: &Value,
     pod_security: Option<&Value>,
+    config: &Config,
     warnings: &mut Vec<String>,
 ) -> Plan {
     let Plan::Sidecar {
@@ -44,11 +45,23 @@ pub(super) fn admit(
             warnings.push(format!(
                 // The exec reason first: it names what the user can act on (another
                 // container, the restart policy); a long sidecar reason may be cut.
-                "container {quoted} not cleaned: {no_exec} (exec), {refusal} (sidecar)",
-                quoted = cited(format_args!("{name:?}"))
+                "container {quoted} {not_cleaned}: {no_exec} (exec), {refusal} (sidecar)",
+                quoted = cited(format_args!("{name:?}")),
+                not_cleaned = not_cleaned(config)
             ));
             restore.map_or(Plan::Leave, Plan::Restore)
         }
+    }
+}
+
+/// What a warning says of a target that no cleanup in the pod runs: with a seal key the
+/// webhook leaves it to the node reaper, which empties it once the pod has ended
+/// (`super::left_to_the_reaper`); without one nothing does.
+pub(super) fn not_cleaned(config: &Config) -> &'static str {
+    if config.seal.is_empty() {
+        "not cleaned"
+    } else {
+        "left to the node reaper"
     }
 }
 
@@ -59,13 +72,14 @@ pub(super) fn name_of(container: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// Decides every app container's plan, reading the spec only.
+/// Decides every app container's plan, reading the spec only; with each, the targets its
+/// cleanup wants, whatever the plan (what no cleanup in the pod takes is the reaper's).
 pub(super) fn plan(
     spec: &Value,
     settings: &Settings,
     config: &Config,
     warnings: &mut Vec<String>,
-) -> Result<Vec<Plan>, BadAnnotation> {
+) -> Result<Vec<(Plan, Vec<Target>)>, BadAnnotation> {
     let containers = app_containers(spec);
     if let Some(selected) = &settings.containers {
         let names: Vec<&str> = containers.iter().map(name_of).collect();
@@ -100,7 +114,12 @@ pub(super) fn plan(
         .iter()
         .zip(actions)
         .map(|(container, action)| {
-            plan_container(spec, container, action, settings, config, warnings)
+            let wanted = match &action {
+                Some(Action::Cleanup(targets)) => targets.clone(),
+                _ => Vec::new(),
+            };
+            let plan = plan_container(spec, container, action, settings, config, warnings);
+            (plan, wanted)
         })
         .collect())
 }
@@ -283,7 +302,7 @@ pub(super) fn plan_container(
                             "container {name:?}: the exec preStop used instead does not run when it exits on its own (a finished Job)"
                         ));
                     }
-                    aside.extend(shared_warnings(name, &shared, "no cleanup sidecar"));
+                    aside.extend(shared_warnings(name, &shared, "no cleanup sidecar", config));
                     Ok((hook, aside))
                 }
             };
@@ -308,11 +327,16 @@ pub(super) fn plan_container(
                 .unwrap_or("sidecar mode not available");
             if !only_shared {
                 warnings.push(format!(
-                    "container {quoted}: {reason}; cleanup skipped ({why})",
-                    quoted = cited(format_args!("{name:?}"))
+                    "container {quoted}: {reason}; {skipped} ({why})",
+                    quoted = cited(format_args!("{name:?}")),
+                    skipped = if config.seal.is_empty() {
+                        "cleanup skipped"
+                    } else {
+                        "left to the node reaper"
+                    }
                 ));
             } else {
-                warnings.extend(shared_warnings(name, &shared, why));
+                warnings.extend(shared_warnings(name, &shared, why, config));
             }
             // A hook of ours that cannot run here any more (say the program's, after a
             // switch to cleaner.mode: shell) gives the user's handler back.
@@ -326,6 +350,7 @@ pub(super) fn plan_container(
             name,
             &shared,
             unavailable.as_deref().unwrap_or_default(),
+            config,
         )),
         (_, true, false) => warnings.push(format!(
             "container {quoted}: {}; using an exec preStop",
@@ -369,16 +394,22 @@ fn without(action: &Action, shared: &[(String, Vec<String>)]) -> Option<Action> 
 
 /// One warning per shared target that no cleanup sidecar takes: who else uses it, what
 /// to do, and why the sidecar does not (`why`).
-fn shared_warnings(name: &str, shared: &[(String, Vec<String>)], why: &str) -> Vec<String> {
+fn shared_warnings(
+    name: &str,
+    shared: &[(String, Vec<String>)],
+    why: &str,
+    config: &Config,
+) -> Vec<String> {
     shared
         .iter()
         .map(|(path, others)| {
             // Why no sidecar takes it is the detail: cited, so that it is shortened
             // before the container's name, the path or the fix.
             format!(
-                "container {}: {} not cleaned: {} it; use separate subPaths ({})",
+                "container {}: {} {}: {} it; use separate subPaths ({})",
                 cited(format_args!("{name:?}")),
                 cited(path),
+                not_cleaned(config),
                 also_mount(others),
                 cited(why)
             )

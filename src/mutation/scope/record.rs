@@ -164,6 +164,7 @@ pub fn read(
                 SETTINGS,
                 crate::mutation::scope::settings::STATUS,
                 crate::mutation::scope::settings::SEAL,
+                crate::mutation::scope::settings::REAP,
             ]
             .contains(&full.as_str())
         {

@@ -25,6 +25,10 @@ pub const SETTINGS: &str = "prestop-injector.io/settings";
 /// Written by us on a pod template whose cleanup we inject: the reaper's proof that we
 /// did (see `crate::mutation::seal`).
 pub const SEAL: &str = "prestop-injector.io/seal";
+/// Written by us on a pod template with cleanup targets that no cleanup in the pod runs
+/// (its restart policy, another container on the directory, no sidecar): the node
+/// reaper's to empty once the pod has ended, under the seal (see `crate::mutation::seal`).
+pub const REAP: &str = "prestop-injector.io/reap";
 
 /// The largest `ttlSecondsAfterFinished` the API accepts (the field is an int32).
 pub const MAX_TTL_SECONDS: u64 = i32::MAX as u64;
@@ -43,6 +47,7 @@ const KNOWN: &[&str] = &[
     STATUS,
     SETTINGS,
     SEAL,
+    REAP,
 ];
 
 /// What the injected hook deletes.
@@ -181,7 +186,7 @@ impl<'a> Annotations<'a> {
 
     /// docs/DESIGN.md#scope: any of our annotations other than `status` puts the object in scope —
     /// a `settings` record too: its pods would obey it, so it is recomputed (or removed)
-    /// rather than left as someone wrote it; and a `seal`, which the reaper would obey.
+    /// rather than left as someone wrote it; and a `seal` or `reap`, which the reaper would obey.
     pub fn requests_injection(&self) -> bool {
         self.keys()
             .any(|(key, _)| key.starts_with(PREFIX) && key != STATUS)
