@@ -319,3 +319,30 @@ fn pv_inside_the_target_other_volumes_admission() {
     let (patched, _) = auto(job_of(json!({}), containers, volumes));
     assert_eq!(cleaned(template_spec(&patched)), ["/cache"]);
 }
+
+/// Issue 38, class 9: without the node agent a per-pod directory is still cleaned (it is
+/// the pod's own by its name), and the warning says what that gives up: nobody asks the
+/// node who else reads a directory above it. With the agent, no such warning.
+#[test]
+fn class_9_without_the_agent_a_per_pod_directory_is_cleaned_and_what_is_given_up_said() {
+    let asked = json!({"prestop-injector.io/cleanup": "/cache"});
+    let object = job_of(asked, json!([private_cacher()]), json!([cache_volume()]));
+    let (patched, warnings) = auto(object.clone());
+    assert_eq!(cleaned(template_spec(&patched)), ["/cache"]);
+    let given_up = "container \"app\": /cache is cleaned without the node agent (config \
+                    nodeAgent): a reader on the node of a directory above it is not looked for";
+    assert!(warnings.iter().any(|w| w == given_up), "{warnings:?}");
+
+    let with_agent = Config::from_yaml(
+        "allowedHostPathPrefixes: [/scratch, /test-package]\n\
+         nodeAgent: {hostDirectory: /var/run/prestop-injector}\n",
+    )
+    .unwrap();
+    let outcome = mutate_with(Endpoint::MutateAuto, &with_agent, object);
+    assert_eq!(cleaned(template_spec(&outcome.patched)), ["/cache"]);
+    assert!(
+        !outcome.warnings().contains("without the node agent"),
+        "{}",
+        outcome.warnings()
+    );
+}

@@ -184,6 +184,7 @@ fn events_outside_the_tenant_namespace_name_no_survivor() {
         unnamed: 0,
         passes: 1,
         elapsed: Duration::from_millis(20),
+        without_agent: false,
     };
     let message = node_message(&report, "a gone pod");
     assert_counts_only(&message);

@@ -40,6 +40,64 @@ async fn a_gone_pods_directory_is_emptied_and_kept() {
     assert!(reaper.ledger.records().is_empty());
 }
 
+/// Issue 38, class 8: the directory a `subPathExpr: $(POD_UID)` made for one pod is
+/// removed itself once emptied; a fixed directory stays, emptied, as before. Before,
+/// every per-pod directory stayed: an inode and a block per pod that ever ran.
+#[tokio::test]
+async fn class_8_a_per_pod_directory_is_removed_once_emptied() {
+    const UID: &str = "0b6c1a2e-5f3d-4c8e-9a7b-1d2e3f4a5b6c";
+    let node = Node::new();
+    let own = node.scratch(&format!("/mnt/scratch/job-{UID}"));
+    let fixed = node.scratch("/mnt/scratch/fixed");
+    let mut pod = injected_pod("job-a", &format!("/mnt/scratch/job-{UID}"));
+    pod.metadata.uid = Some(UID.to_owned());
+    let fixed_pod = injected_pod("job-b", "/mnt/scratch/fixed");
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod, &fixed_pod]);
+    reaper.on_event(Event::Delete(pod));
+    reaper.on_event(Event::Delete(fixed_pod));
+    reaper.act_on_due().await;
+    assert!(!own.exists(), "the pod's own directory is removed");
+    assert!(fixed.is_dir(), "a fixed directory stays");
+    assert_eq!(entries(&fixed), 0);
+    assert!(node.on_host("/mnt/scratch").is_dir(), "the prefix stays");
+    assert_eq!(
+        metric(
+            &reaper,
+            "prestop_injector_reaper_per_pod_directories_removed_total"
+        ),
+        1.0
+    );
+}
+
+/// Issue 38, class 8, the attack: a pod's own directory that another pod on the node
+/// reaches through its parent is emptied only once that pod is gone, and a directory
+/// named by the uid of a pod that did not record it alone is never removed.
+#[tokio::test]
+async fn class_8_a_per_pod_directory_someone_else_records_stays() {
+    const UID: &str = "7d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6";
+    let node = Node::new();
+    let own = node.scratch(&format!("/mnt/scratch/{UID}"));
+    // Two gone pods recorded the same directory: it is neither's own.
+    let mut first = injected_pod("job-a", &format!("/mnt/scratch/{UID}"));
+    first.metadata.uid = Some(UID.to_owned());
+    let second = injected_pod("job-b", &format!("/mnt/scratch/{UID}"));
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&first, &second]);
+    reaper.on_event(Event::Delete(first));
+    reaper.on_event(Event::Delete(second));
+    reaper.act_on_due().await;
+    assert!(own.is_dir(), "shared by two pods: emptied, kept");
+    assert_eq!(entries(&own), 0);
+    assert_eq!(
+        metric(
+            &reaper,
+            "prestop_injector_reaper_per_pod_directories_removed_total"
+        ),
+        0.0
+    );
+}
+
 #[tokio::test]
 async fn a_directory_in_use_above_or_below_waits_for_its_user() {
     for user_path in [

@@ -166,6 +166,7 @@ fn clean(
         unnamed: 0,
         passes: 0,
         elapsed: Default::default(),
+        without_agent: false,
     };
     let finish = |mut report: Report| {
         report.elapsed = start.elapsed();
@@ -220,12 +221,15 @@ fn clean(
             progress,
         )
     };
-    let report = match &checked {
+    let mut report = match &checked {
         Some((checked, question)) if checked.cleared_by_agent => {
             hold::walk_holding(*question, &checked.host, root.as_fd(), progress, walk)
         }
         _ => walk(progress),
     };
+    report.without_agent = checked
+        .as_ref()
+        .is_some_and(|(checked, _)| !checked.cleared_by_agent);
     if walks_stopped() && !report.is_clean() && expected.is_some() {
         // Cut off (or not started) by the deadline: mark it for the reaper's count. Only
         // the hook and the sidecar, in a target whose identity was checked. An error (an

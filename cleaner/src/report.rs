@@ -33,6 +33,11 @@ pub struct Report {
     /// moved, an entry written during the cleanup).
     pub passes: u32,
     pub elapsed: Duration,
+    /// Checked by the rule without the node agent (none configured or reachable): a
+    /// per-pod directory, emptied without asking who else on the node reads it. A reader
+    /// of a directory above it (a node-level shipper mounting the parent) is not seen,
+    /// and the summary says so (issue 38, class 9).
+    pub without_agent: bool,
 }
 
 /// The result of a cleanup, in one word.
@@ -105,6 +110,10 @@ impl Report {
             self.elapsed.as_secs_f64()
         );
         match &self.outcome {
+            Outcome::Emptied if self.without_agent => format!(
+                "emptied {target}: {done} (without the node agent: a reader on the node of a \
+                 directory above it was not looked for)"
+            ),
             Outcome::Emptied => format!("emptied {target}: {done}"),
             Outcome::Missing => format!("{target} is missing: nothing to clean"),
             Outcome::Skipped(why) => format!("skipped {target}: {why}"),
@@ -241,6 +250,7 @@ mod tests {
             unnamed: 0,
             passes: 1,
             elapsed: Duration::from_millis(410),
+            without_agent: false,
         }
     }
 
@@ -249,6 +259,16 @@ mod tests {
         assert_eq!(
             report(Outcome::Emptied).summary(),
             "emptied /scratch: 1,234 entries, 5.6 MiB in 0.41 s"
+        );
+        // Issue 38, class 9: what the rule without the node agent gives up, said.
+        let unasked = Report {
+            without_agent: true,
+            ..report(Outcome::Emptied)
+        };
+        assert_eq!(
+            unasked.summary(),
+            "emptied /scratch: 1,234 entries, 5.6 MiB in 0.41 s (without the node agent: a \
+             reader on the node of a directory above it was not looked for)"
         );
         assert_eq!(
             report(Outcome::Skipped("/scratch/jobs is a symlink".into())).summary(),

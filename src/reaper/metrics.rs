@@ -53,6 +53,8 @@ pub struct Metrics {
     /// the marker it left (`prestop_clean::CUT_OFF_MARKER`): anyone who can write the
     /// directory can forge one, so it is counted and never decides anything.
     pub cut_off_finished: Counter,
+    /// Per-pod directories removed themselves once emptied (issue 38, class 8).
+    pub per_pod_removed: Counter,
     refusals: Family<ReasonLabels, Counter>,
     pub watch_restarts: Counter,
     pub state_write_failures: Counter,
@@ -73,6 +75,7 @@ impl Metrics {
             entries_removed: Counter::default(),
             bytes_freed: Counter::default(),
             cut_off_finished: Counter::default(),
+            per_pod_removed: Counter::default(),
             refusals: Family::default(),
             watch_restarts: Counter::default(),
             state_write_failures: Counter::default(),
@@ -113,6 +116,11 @@ impl Metrics {
             "cut_off_cleanups_finished",
             "Directories emptied after their preStop or sidecar cleanup was cut off by its deadline",
             metrics.cut_off_finished.clone(),
+        );
+        r.register(
+            "per_pod_directories_removed",
+            "Emptied directories named by their one gone pod's uid (subPathExpr: $(POD_UID)), removed themselves",
+            metrics.per_pod_removed.clone(),
         );
         r.register(
             "refusals",

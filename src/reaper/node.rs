@@ -6,6 +6,7 @@ mod act;
 pub mod arrivals;
 pub mod guard;
 pub mod kept;
+mod per_pod;
 mod recheck;
 
 pub use act::node_message;

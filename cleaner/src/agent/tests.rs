@@ -268,6 +268,7 @@ fn outcome_of_each_sentence() {
         unnamed: 0,
         passes: 1,
         elapsed: std::time::Duration::ZERO,
+        without_agent: false,
     };
     for (done, expected) in [
         (Done::Emptied, Outcome::Emptied),

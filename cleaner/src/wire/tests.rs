@@ -28,6 +28,7 @@ fn report(outcome: Outcome, survivors: Vec<Survivor>) -> Report {
         passes: 3,
         elapsed: Duration::from_nanos(410_000_123),
         survivors,
+        without_agent: false,
     }
 }
 

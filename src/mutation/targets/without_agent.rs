@@ -11,9 +11,12 @@ use crate::mutation::targets::sharing::is_private;
 use crate::mutation::warning::cited;
 use serde_json::Value;
 
-/// One warning per target of `container` that is not a per-pod directory (its mount's
-/// `subPathExpr` does not name the pod's uid): without the agent its cleanup removes
-/// nothing.
+/// One warning per target of `container`: one that is not a per-pod directory (its
+/// mount's `subPathExpr` does not name the pod's uid) is not cleaned without the agent;
+/// a per-pod one is, but without the node's word on who else reads it: a reader on the
+/// node of a directory above it (a log shipper mounting the parent) is not looked for
+/// (issue 38, class 9). Said, rather than cleaning nothing: the directory is the pod's
+/// own by its name, and the install without the agent is the operator's choice.
 pub fn warn_fixed(container: &Value, name: &str, paths: &[String], warnings: &mut Vec<String>) {
     let mounts = container
         .field("volumeMounts")
@@ -33,6 +36,13 @@ pub fn warn_fixed(container: &Value, name: &str, paths: &[String], warnings: &mu
             warnings.push(format!(
                 "container {}: {} is not cleaned without the node agent (config nodeAgent): \
                  only a per-pod directory is; use subPathExpr: $(POD_UID)",
+                cited(format_args!("{name:?}")),
+                cited(path)
+            ));
+        } else {
+            warnings.push(format!(
+                "container {}: {} is cleaned without the node agent (config nodeAgent): a \
+                 reader on the node of a directory above it is not looked for",
                 cited(format_args!("{name:?}")),
                 cited(path)
             ));

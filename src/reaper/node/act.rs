@@ -212,6 +212,9 @@ impl Reaper {
                 self.events.send(Kind::Warning, events::INCOMPLETE, &event);
             }
         }
+        if report.outcome == Outcome::Emptied {
+            self.remove_per_pod(due, &location).await;
+        }
         Next::Forget
     }
 
