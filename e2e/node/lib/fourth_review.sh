@@ -355,7 +355,9 @@ siblings_are_reaped_one_by_one() {
   one_left() { [[ "$(processes 'sleep 1000025')" == 1 ]]; }
   expect "the kubelet stops its container, the sibling's runs on" wait_for 60 one_left
   expect "its preStop did not clean (cut off in its sleep 60)" has_file "$one/mine"
-  expect "the reaper empties its directory while the sibling runs" wait_for 60 dir_empty "$one"
+  expect "the reaper empties its directory while the sibling runs, then removes it (named by its pod's uid: issue 38, class 8)" \
+    wait_for 60 eval '! test -e "$one"'
+  expect "it logged the removal" grep -q "removed $one, the own directory of" "$log"
   log "siblings: first directory emptied $(($(date +%s) - t0)) s after its force delete: $(grep -F "emptied $one" "$log" | tail -n 1)"
   expect "it logged the walk" grep -q "emptied $one: " "$log"
   expect "the sibling still runs" eval "k get pod $second_name -o json | jq -e '.status.phase == \"Running\" and .metadata.deletionTimestamp == null' >/dev/null"
@@ -367,7 +369,7 @@ siblings_are_reaped_one_by_one() {
   none_left() { [[ "$(processes 'sleep 1000025')" == 0 ]]; }
   expect "the kubelet stops its container" wait_for 60 none_left
   expect "its preStop did not clean either" has_file "$two/mine"
-  expect "the reaper empties its directory too" wait_for 60 dir_empty "$two"
+  expect "the reaper empties and removes its directory too" wait_for 60 eval '! test -e "$two"'
   log "siblings: second directory emptied $(($(date +%s) - t0)) s after its force delete"
   expect "it logged that walk" grep -q "emptied $two: " "$log"
   expect "both pods are gone" wait_for 60 no_pods job-name=$name

@@ -142,26 +142,76 @@ deadline_runs_the_hook() {
   expect "the pod goes away" wait_for 60 eval '! k get pod deadline-hooked'
 }
 
-# An `OnFailure` pod without runAsUser gets no in-pod cleanup (no sidecar without a user,
-# no exec hook where the kubelet may restart the container). Issue 38: the webhook seals its
-# targets and the reaper empties them once the pod has ended, deleted or not.
+# An `OnFailure` pod of two users: `app` (uid 1000) is taken by the cleanup sidecar, which
+# runs as one user only, so `tool` (uid 2000) gets no in-pod cleanup at all (no sidecar for
+# another user, no exec hook where the kubelet may restart the container). Issue 38, class
+# 2: the webhook leaves tool's target to the reaper under the seal (prestop-injector.io/reap),
+# and the reaper empties it as uid 2000 once the pod has ended, deleted or not. Each user
+# needs a known uid: containerd 1.6 does not report a container's user to the kubelet
+# (status.containerStatuses[].user), so without runAsUser the reaper keeps the directory
+# (user_unknown, fail closed), which the pod without runAsUser shows first.
+deadline_pod_of_two_users() { # name host-dir-of-app host-dir-of-tool
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/cleanup: auto}
+spec:
+  restartPolicy: OnFailure
+  activeDeadlineSeconds: 20
+  terminationGracePeriodSeconds: 30
+  securityContext: {runAsUser: 1000, runAsGroup: 1000}
+  containers:
+  - name: app
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo x > /scratch/file; trap 'exit 0' TERM; sleep 100004 & wait"]
+    volumeMounts: [{name: app, mountPath: /scratch}]
+  - name: tool
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    securityContext: {runAsUser: 2000, runAsGroup: 2000}
+    command: [sh, -c, "echo x > /cache/file; mkdir -p /cache/d; echo y > /cache/d/.hidden; trap 'exit 0' TERM; sleep 100005 & wait"]
+    volumeMounts: [{name: tool, mountPath: /cache}]
+  volumes:
+  - {name: app, hostPath: {path: $2, type: DirectoryOrCreate}}
+  - {name: tool, hostPath: {path: $3, type: DirectoryOrCreate}}
+EOF
+}
+
 deadline_unhooked_is_reaped() {
-  local dir="$HOST/deadline/unhooked"
+  local dir="$HOST/deadline/unhooked" app="$HOST/deadline/two-users-app" tool="$HOST/deadline/two-users-tool"
   expect "the reaper is ready" start_scenario_reaper deadline "$HOST/deadline"
+  # Without runAsUser: left to the reaper, which will not guess the user.
   kc create -o json -f - <<<"$(latest_deadline_pod deadline-unhooked "$dir" OnFailure)"
   expect "create succeeds" test "$STATUS" -eq 0
   expect "no exec hook (the kubelet may restart the container)" \
     jqt "$OUT" '.spec.containers[0].lifecycle.preStop == null'
-  expect "its files appear on the node" wait_for 60 has_file "$dir/d/.hidden"
-  failed() { [[ "$(pod_phase_reason deadline-unhooked)" == "Failed DeadlineExceeded" ]]; }
-  expect "the kubelet reports Failed, DeadlineExceeded within 60 s" wait_for 60 failed
+  expect "its target is left to the reaper, sealed" \
+    jqt "$OUT" '(.metadata.annotations["prestop-injector.io/reap"] | fromjson | .[0].target) == "/scratch" and (.metadata.annotations["prestop-injector.io/seal"] | startswith("v1:"))'
+  expect "the warning says so" has "$ERR" 'left to the node reaper'
+  # Two users: the sidecar takes app's directory, the reaper tool's.
+  mkdir -p "$app" "$tool" && chown 1000:1000 "$app" && chown 2000:2000 "$tool"
+  kc create -o json -f - <<<"$(deadline_pod_of_two_users deadline-two-users "$app" "$tool")"
+  expect "create succeeds" test "$STATUS" -eq 0
+  expect "tool's target is left to the reaper" \
+    jqt "$OUT" '(.metadata.annotations["prestop-injector.io/reap"] | fromjson) == [{"container": "tool", "target": "/cache", "host": "'"$tool"'"}]'
+  expect "their files appear on the node" \
+    wait_for 60 eval 'has_file "$dir/d/.hidden" && has_file "$tool/d/.hidden" && has_file "$app/file"'
+  failed() { [[ "$(pod_phase_reason "$1")" == "Failed DeadlineExceeded" ]]; }
+  expect "the kubelet reports both Failed, DeadlineExceeded within 60 s" \
+    wait_for 60 eval 'failed deadline-unhooked && failed deadline-two-users'
   local t0=$(date +%s)
-  expect_issue 38 "the reaper empties the ended pod's directory within 30 s (its delay is 5 s), the pod still listed" \
-    wait_for 30 dir_empty "$dir"
-  expect "the pod object is still listed" pod_listed deadline-unhooked
-  log "deadline (no in-pod cleanup): $(pod_phase_reason deadline-unhooked), directory $(dir_empty "$dir" && echo emptied || echo "still full $(($(date +%s) - t0)) s after")"
-  kc delete pod deadline-unhooked --wait=false
-  expect "the pod goes away" wait_for 60 eval '! k get pod deadline-unhooked'
+  expect "the reaper empties tool's directory within 30 s (its delay is 5 s), as uid 2000, the pod still listed" \
+    wait_for 30 dir_empty "$tool"
+  expect "the sidecar emptied app's directory (the agent: ending, its deadline passed)" dir_empty "$app"
+  expect "the pod object is still listed" pod_listed deadline-two-users
+  expect "the directory of the pod without runAsUser is kept: the reaper will not guess whose rights" \
+    eval '! dir_empty "$dir" && grep -q "has no runAsUser and runAsGroup for container" "$SCENARIO_REAPER_LOG"'
+  log "deadline (no in-pod cleanup): tool's directory $(dir_empty "$tool" && echo emptied || echo "still full $(($(date +%s) - t0)) s after"); without runAsUser: $(dir_empty "$dir" && echo emptied || echo kept); the reaper: $(grep -E 'WARN|emptied' "$SCENARIO_REAPER_LOG" | tail -n 3 | cut -c1-300 | tr '\n' ';')"
+  kc delete pod deadline-unhooked deadline-two-users --wait=false
+  expect "the pods go away" wait_for 60 eval '! k get pod deadline-unhooked && ! k get pod deadline-two-users'
   kill "$SCENARIO_REAPER_PID" 2>/dev/null
   wait "$SCENARIO_REAPER_PID" 2>/dev/null
 }
@@ -214,7 +264,7 @@ eviction_empties_the_directory() {
     wait_for 20 grep -q 'event="NodeHasDiskPressure"' "$NODE/kubelet.log"
   sidecar_stopped() { pod_json evicted | jq -e '[.status.initContainerStatuses[]? | select(.restartPolicy == "Always" or (.name | startswith("prestop-cleanup"))) | .state.terminated != null] == [true]' >/dev/null; }
   expect "the sidecar was stopped by the kubelet" wait_for 60 sidecar_stopped
-  expect_issue 38 "the evicted pod's directory is emptied within 30 s (by its sidecar, or the reaper's 5 s delay), the pod still listed" \
+  expect "the evicted pod's directory is emptied within 30 s (by its sidecar, or the reaper's 5 s delay), the pod still listed" \
     wait_for 30 dir_empty "$dir"
   expect "the pod object is still listed (nothing deletes an evicted bare pod)" pod_listed evicted
   log "eviction: $(pod_phase_reason evicted) ($msg); directory $(dir_empty "$dir" && echo emptied || echo "still full $(($(date +%s) - t0)) s after"); the agent on it: $(grep -F "pod $uid:" "$WORK/agent.log" | tail -n 2 | tr '\n' ';' | head -c 400)"
@@ -271,7 +321,7 @@ failed_prestop_hook_text() {
   if kube_at_least 26; then
     expect "the kubelet's FailedPreStopHook says only \"PreStopHook failed\" (≥ 1.26)" \
       grep -qx 'FailedPreStopHook: PreStopHook failed' <<<"$events"
-    expect_issue 39 "an Event on the pod carries the cleanup's line (it names /scratch)" \
+    expect "an Event on the pod carries the cleanup's line (it names /scratch)" \
       eval 'grep -v "^FailedPreStopHook:" <<<"$events" | grep -qF /scratch'
   else
     expect "the kubelet's FailedPreStopHook carries the cleanup's line (< 1.26)" \
@@ -289,10 +339,10 @@ run_latest_scenarios() {
   apply_webhook_configs cluster-wide || { log "the webhook configurations did not apply"; FAILED=$((FAILED + 1)); return 1; }
   scenario "[$KUBE_VERSION] a native cleanup sidecar empties a finished Job's directory at its success" sidecar_empties_at_success
   scenario "[$KUBE_VERSION] activeDeadlineSeconds: the kubelet reports Failed/DeadlineExceeded and the exec hook empties the directory" deadline_runs_the_hook
-  scenario "[$KUBE_VERSION] activeDeadlineSeconds without an in-pod cleanup: the reaper empties the ended pod's directory [waits for issue 38]" deadline_unhooked_is_reaped
-  scenario "[$KUBE_VERSION] FailedPreStopHook's text, and the cleanup's line as an Event [the Event waits for issue 39]" failed_prestop_hook_text
+  scenario "[$KUBE_VERSION] activeDeadlineSeconds without an in-pod cleanup: the reaper empties the ended pod's directory as its user, and keeps one whose user it cannot know" deadline_unhooked_is_reaped
+  scenario "[$KUBE_VERSION] FailedPreStopHook's text, and the cleanup's line as an Event" failed_prestop_hook_text
   if [[ -n "${NODE_KUBELET_FS_MB:-}" ]]; then
-    scenario "[$KUBE_VERSION] a node-pressure eviction (DiskPressure): Failed/Evicted, its directory emptied [waits for issue 38]" eviction_empties_the_directory
+    scenario "[$KUBE_VERSION] a node-pressure eviction (DiskPressure): Failed/Evicted, its directory emptied" eviction_empties_the_directory
   else
     skip "a node-pressure eviction" "the node was started without a kubelet filesystem of its own (NODE_KUBELET_FS_MB)"
   fi
