@@ -377,7 +377,7 @@ fn node(world: &mut World, life: &Life, activity: &Activity) {
         format!(r#"prestop_injector_node_agent_answers_total{{{agent}, verdict="refused"}}"#),
         refused,
     );
-    for verdict in ["differs", "busy", "not_ending"] {
+    for verdict in ["differs", "unknown", "busy", "not_ending"] {
         world.scraped_counter(
             format!(r#"prestop_injector_node_agent_answers_total{{{agent}, verdict="{verdict}"}}"#),
             life,

@@ -292,6 +292,9 @@ fn the_agent_has_probes_and_metrics() {
     for line in [
         "prestop_injector_node_agent_answers_total{verdict=\"same\"} 1",
         "prestop_injector_node_agent_answers_total{verdict=\"refused\"} 1",
+        // A path outside the allow-list is what the request asks, not the agent unable
+        // to judge: no tenant trips NodeAgentRefusing by asking (issue 39).
+        "prestop_injector_node_agent_answers_total{verdict=\"unknown\"} 0",
         "prestop_injector_node_agent_answers_total{verdict=\"busy\"} 0",
         "prestop_injector_node_agent_requests_in_flight 0",
         "prestop_injector_node_agent_judgements_stuck 0",

@@ -21,6 +21,7 @@ use std::os::unix::ffi::OsStrExt as _;
 
 use super::peer::{self, Peer};
 use super::protocol::{at_or_below, is_normalized, shown};
+use super::stats::could_not;
 use crate::in_use;
 use crate::report::escape;
 
@@ -163,10 +164,10 @@ pub(super) fn busy_answer(shown: &str, busy: in_use::Busy) -> NotSame {
             on_the_node: Some(who),
         },
         in_use::Busy::Unknown(why) => NotSame {
-            answer: format!(
-                "refused: the node agent cannot tell whether another container uses the \
-                 node's {shown}; its log on the node says why"
-            ),
+            answer: could_not(format_args!(
+                "cannot tell whether another container uses the node's {shown}; its log on \
+                 the node says why"
+            )),
             on_the_node: Some(why),
         },
     }

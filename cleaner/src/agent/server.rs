@@ -42,6 +42,7 @@ use super::protocol::{shown, TIMEOUT};
 use super::queue::{Door, QUEUE_PATIENCE};
 use super::reporting::Outcome;
 use super::socket::{listen, read_request, Incoming};
+use super::stats::could_not;
 use super::stats::Stats;
 use crate::report::escape;
 
@@ -195,16 +196,19 @@ fn admit(stream: UnixStream, shared: &Arc<Shared>) {
         pod: None,
     });
     let entry = if shared.stats.stuck.load(Ordering::SeqCst) >= MAX_STUCK {
-        Err("refused: the node agent has too many judgements stuck")
+        Err(could_not("has too many judgements stuck"))
     } else {
-        shared.door.enter(&peer.share()).map_err(|_| "busy")
+        shared
+            .door
+            .enter(&peer.share())
+            .map_err(|_| "busy".to_owned())
     };
     let entry = match entry {
         Ok(entry) => entry,
         Err(answer) => {
             // A fresh socket's buffer takes one line without blocking.
-            log(&peer, b"-", answer);
-            shared.stats.count(answer);
+            log(&peer, b"-", &answer);
+            shared.stats.count(&answer);
             let _ = stream.set_write_timeout(Some(TIMEOUT));
             let _ = (&stream).write_all(format!("{answer}\n").as_bytes());
             return;
@@ -313,7 +317,7 @@ fn answer(
     if judged.is_err() {
         return (
             Some(host),
-            Answer::plain("refused: the node agent cannot start a thread".to_owned()),
+            Answer::plain(could_not("cannot start a thread")),
         );
     }
     let verdict = match told.recv_timeout(JUDGE_DEADLINE) {
@@ -339,11 +343,11 @@ fn answer(
             on_the_node: not_same.on_the_node,
             report: false,
         },
-        None => Answer::plain(format!(
-            "refused: the node agent could not judge {} within {} s",
+        None => Answer::plain(could_not(format_args!(
+            "could not judge {} within {} s",
             shown(&host),
             JUDGE_DEADLINE.as_secs()
-        )),
+        ))),
     };
     (Some(host), answer)
 }

@@ -12,6 +12,8 @@ pub struct Stats {
     same: AtomicU64,
     differs: AtomicU64,
     refused: AtomicU64,
+    /// `refused` answers that say the agent itself could not judge ([`could_not`]).
+    unknown: AtomicU64,
     busy: AtomicU64,
     in_use: AtomicU64,
     not_ending: AtomicU64,
@@ -25,6 +27,18 @@ pub struct Stats {
     /// first.
     heartbeat: AtomicU64,
 }
+
+/// A `refused` answer that says the agent itself could not judge: past its deadline,
+/// too many judgements stuck, no thread, a use of the directory it cannot tell. Counted
+/// as the verdict `unknown`, apart from refusals of what a request asks (a path outside
+/// the allow-list, a descriptor on a network filesystem, a line that is no request), which
+/// any pod can cause at will: an alert on `unknown` is one no tenant can trip by asking
+/// (issue 39). To the cleaner both are `refused`: the protocol is unchanged.
+pub(super) fn could_not(why: impl std::fmt::Display) -> String {
+    format!("{COULD_NOT}{why}")
+}
+
+const COULD_NOT: &str = "refused: the node agent ";
 
 /// The agent's own clock, for the heartbeat (monotonic: a clock step is no stall).
 fn epoch() -> Instant {
@@ -45,6 +59,8 @@ impl Stats {
             &self.not_ending
         } else if answer.starts_with("differs: ") {
             &self.differs
+        } else if answer.starts_with(COULD_NOT) {
+            &self.unknown
         } else {
             &self.refused
         };
@@ -87,6 +103,7 @@ impl Stats {
             ("same", &self.same),
             ("differs", &self.differs),
             ("refused", &self.refused),
+            ("unknown", &self.unknown),
             ("busy", &self.busy),
             ("in_use", &self.in_use),
             ("not_ending", &self.not_ending),
@@ -121,5 +138,34 @@ impl Stats {
             self.stuck.load(Ordering::Relaxed),
         ));
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 39: the agent unable to judge is `unknown`; a refusal of what the request
+    /// asks stays `refused`. Both reach the cleaner as `refused: …`.
+    #[test]
+    fn the_agent_unable_to_judge_is_counted_apart_from_refused_requests() {
+        let stats = Stats::default();
+        for answer in [
+            could_not("could not judge /mnt/x within 3 s"),
+            could_not("has too many judgements stuck"),
+            could_not("cannot tell whether another container uses the node's /mnt/x"),
+            "refused: the host path /etc is not at or below an allowed prefix (/mnt)".to_owned(),
+            "refused: not a request line".to_owned(),
+        ] {
+            assert!(answer.starts_with("refused: "), "{answer}");
+            stats.count(&answer);
+        }
+        let text = stats.render();
+        for line in [
+            "prestop_injector_node_agent_answers_total{verdict=\"unknown\"} 3\n",
+            "prestop_injector_node_agent_answers_total{verdict=\"refused\"} 2\n",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
     }
 }
