@@ -123,62 +123,8 @@ pub fn cleanup_containers(spec: &Value) -> Vec<Cleaner<'_>> {
     found
 }
 
-/// One target of the `prestop-injector.io/reap` annotation: a target of `container` that
-/// no cleanup in the pod runs, with the host directory it must be (`--host`'s syntax).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReapTarget {
-    pub container: String,
-    pub target: String,
-    pub host: String,
-}
-
-/// The annotation's text for `targets`; `None` when there are none.
-pub fn reap_annotation(targets: &[ReapTarget]) -> Option<String> {
-    (!targets.is_empty()).then(|| serde_json::to_string(targets).unwrap_or_default())
-}
-
-/// The app containers the reap annotation `text` names, each with its targets, as
-/// [`Cleaner`]s of [`Place::Reaper`] (no argv of their own: `program`, so every target
-/// carries the `--host` the reaper checks). `Err` when the text is not the annotation's
-/// format or names a container the pod does not have.
-pub fn reaper_targets<'a>(spec: &'a Value, text: &str) -> Result<Vec<Cleaner<'a>>, String> {
-    let targets: Vec<ReapTarget> = serde_json::from_str(text)
-        .map_err(|error| format!("{REAP} is not a list of targets: {error}"))?;
-    let containers = spec
-        .field("containers")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let mut found: Vec<Cleaner<'a>> = Vec::new();
-    for ReapTarget {
-        container: name,
-        target,
-        host,
-    } in targets
-    {
-        let Some(container) = containers
-            .iter()
-            .find(|c| c.field("name").and_then(Value::as_str) == Some(name.as_str()))
-        else {
-            return Err(format!(
-                "{REAP} names container {name:?}, which the pod has not"
-            ));
-        };
-        let target = Target::on_host(target, host);
-        match found.iter_mut().find(|c| c.name() == name) {
-            Some(cleaner) => cleaner.targets.push(target),
-            None => found.push(Cleaner {
-                place: Place::Reaper,
-                container,
-                argv: Vec::new(),
-                targets: vec![target],
-                program: true,
-            }),
-        }
-    }
-    Ok(found)
-}
+mod reap;
+pub use reap::{reap_annotation, reaper_targets, ReapTarget};
 
 /// What a pod's seal says, as the reaper reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,70 +379,4 @@ impl Encoder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn spec(container: &str, target: &str, host: &str) -> Value {
-        json!({
-            "containers": [{"name": container, "volumeMounts": [{"name": "s", "mountPath": "/data"}],
-                "lifecycle": {"preStop": {"exec": {"command": [
-                    PROGRAM, "hook", "--target", target, "--host", host]}}}}],
-            "volumes": [{"name": "s", "hostPath": {"path": "/mnt/scratch/x"}}],
-        })
-    }
-
-    /// Length prefixes keep the fields apart: moving characters from one field into its
-    /// neighbour gives another message, so another tag.
-    #[test]
-    fn length_prefixes_keep_fields_apart() {
-        let a = message("ab", &spec("c", "/data", "/mnt/scratch/x"), None).unwrap();
-        let b = message("a", &spec("bc", "/data", "/mnt/scratch/x"), None).unwrap();
-        assert_ne!(a, b);
-        assert!(a.starts_with(DOMAIN));
-        // Absent and default are one thing; a value of another type is not a string.
-        let mut typed = spec("c", "/data", "/mnt/scratch/x");
-        let plain = message("n", &typed, None).unwrap();
-        typed["containers"][0]["volumeMounts"][0]["readOnly"] = json!(false);
-        typed["containers"][0]["volumeMounts"][0]["subPath"] = json!("");
-        typed["volumes"][0]["hostPath"]["type"] = json!("");
-        assert_eq!(message("n", &typed, None).unwrap(), plain);
-        typed["volumes"][0]["hostPath"]["type"] = json!(0);
-        assert_ne!(message("n", &typed, None).unwrap(), plain);
-        // Nothing to seal without a cleanup container.
-        assert_eq!(
-            message("n", &json!({"containers": [{"name": "c"}]}), None),
-            None
-        );
-    }
-
-    #[test]
-    fn a_seal_verifies_only_for_its_namespace_and_spec() {
-        let keys = SealKeys::parse(&"ab".repeat(32)).unwrap();
-        let spec = spec("c", "/data", "/mnt/scratch/x");
-        let sealed = seal(&keys, "n", &spec).unwrap();
-        assert!(sealed.starts_with(VERSION));
-        assert_eq!(
-            verify(&keys, "n", &spec, None, Some(&sealed)),
-            Verdict::Sealed
-        );
-        assert_eq!(
-            verify(&keys, "m", &spec, None, Some(&sealed)),
-            Verdict::Mismatch
-        );
-        assert_eq!(verify(&keys, "n", &spec, None, None), Verdict::Unsealed);
-        assert_eq!(
-            verify(&keys, "n", &spec, None, Some("v2:AAAA")),
-            Verdict::Unsealed
-        );
-        assert_eq!(
-            verify(&keys, "n", &spec, None, Some("v1:not base64!")),
-            Verdict::Unsealed
-        );
-        assert_eq!(
-            verify(&SealKeys::default(), "n", &spec, None, Some(&sealed)),
-            Verdict::Unsealed
-        );
-        assert_eq!(seal(&SealKeys::default(), "n", &spec), None);
-    }
-}
+mod tests;

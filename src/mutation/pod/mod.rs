@@ -7,7 +7,9 @@
 //! program's delivery and `grace`. Hands the mutated template back to the core, which
 //! diffs it into the patch.
 
+mod left;
 mod plan;
+mod warnings;
 
 use crate::config::{CleanerMode, Config, Mode};
 use crate::mutation::containers::app_containers;
@@ -19,13 +21,14 @@ use crate::mutation::inject::node_agent::NodeAgent;
 use crate::mutation::inject::sidecar::{self, SidecarPlan};
 use crate::mutation::scope::gates::{self, storable};
 use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
-use crate::mutation::seal::{self, ReapTarget, REAP};
+use crate::mutation::seal::{self, REAP};
 use crate::mutation::targets::messages::{auto_warnings, explicit_refusal, explicit_unconfigured};
 use crate::mutation::targets::{self, without_agent, PathRefusal};
 use crate::mutation::warning::cited;
 use crate::mutation::{
     grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
 };
+use left::left_to_the_reaper;
 use plan::{admit, name_of, plan};
 use serde_json::{json, Map, Value};
 
@@ -116,7 +119,7 @@ pub fn mutate(
                         warnings.push(format!(
                             "container {} {}: it mounts {}, where the cleaner program goes",
                             cited(format_args!("{name:?}")),
-                            plan::not_cleaned(config),
+                            warnings::not_cleaned(config),
                             cited(path)
                         ));
                         restore(container, hook.before);
@@ -229,37 +232,6 @@ pub fn mutate(
         set_status(template, status.to_string());
     }
     Ok(warnings)
-}
-
-/// docs/REAPER.md#what: the wanted targets (per app container) that no cleanup in the pod
-/// runs, neither its exec hook nor the sidecar (`has_sidecar`): left to the node reaper,
-/// which empties them once the pod has ended (issue 38, class 2). None without a seal
-/// key: the reaper empties only what the webhook sealed. A target without a host
-/// directory to check is never left to it.
-fn left_to_the_reaper(
-    wanted: &[Vec<Target>],
-    cleaned_in_pod: &[(String, Vec<String>, Vec<String>)],
-    has_sidecar: bool,
-    config: &Config,
-) -> Vec<ReapTarget> {
-    if config.seal.is_empty() {
-        return Vec::new();
-    }
-    let mut left = Vec::new();
-    for (targets, (name, by_hook, by_sidecar)) in wanted.iter().zip(cleaned_in_pod) {
-        for target in targets {
-            let cleaned = by_hook.contains(&target.path)
-                || (has_sidecar && by_sidecar.contains(&target.path));
-            if let (false, Some(host)) = (cleaned, &target.host) {
-                left.push(ReapTarget {
-                    container: name.clone(),
-                    target: target.path.clone(),
-                    host: host.clone(),
-                });
-            }
-        }
-    }
-    left
 }
 
 /// Warns once per container when its own preStop deletes paths outside its volumes.

@@ -2,6 +2,7 @@
 //! of its targets, the user's own hook, or nothing), then exec hook or a place in the
 //! cleanup sidecar, with the warnings a refusal gives.
 
+use super::warnings::{also_mount, not_cleaned, shared_warnings};
 use super::*;
 use crate::mutation::field::Field;
 
@@ -51,17 +52,6 @@ pub(super) fn admit(
             ));
             restore.map_or(Plan::Leave, Plan::Restore)
         }
-    }
-}
-
-/// What a warning says of a target that no cleanup in the pod runs: with a seal key the
-/// webhook leaves it to the node reaper, which empties it once the pod has ended
-/// (`super::left_to_the_reaper`); without one nothing does.
-pub(super) fn not_cleaned(config: &Config) -> &'static str {
-    if config.seal.is_empty() {
-        "not cleaned"
-    } else {
-        "left to the node reaper"
     }
 }
 
@@ -390,36 +380,4 @@ fn without(action: &Action, shared: &[(String, Vec<String>)]) -> Option<Action> 
         }
         Action::Custom(_) => Some(action.clone()),
     }
-}
-
-/// One warning per shared target that no cleanup sidecar takes: who else uses it, what
-/// to do, and why the sidecar does not (`why`).
-fn shared_warnings(
-    name: &str,
-    shared: &[(String, Vec<String>)],
-    why: &str,
-    config: &Config,
-) -> Vec<String> {
-    shared
-        .iter()
-        .map(|(path, others)| {
-            // Why no sidecar takes it is the detail: cited, so that it is shortened
-            // before the container's name, the path or the fix.
-            format!(
-                "container {}: {} {}: {} it; use separate subPaths ({})",
-                cited(format_args!("{name:?}")),
-                cited(path),
-                not_cleaned(config),
-                also_mount(others),
-                cited(why)
-            )
-        })
-        .collect()
-}
-
-/// `"a" also mounts`, `"a", "b" also mount`.
-fn also_mount(names: &[String]) -> String {
-    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
-    let verb = if names.len() == 1 { "mounts" } else { "mount" };
-    format!("{} also {verb}", quoted.join(", "))
 }
