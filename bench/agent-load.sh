@@ -29,6 +29,10 @@
 #        bench/agent-load.sh target/release/prestop-injector
 #        CLIENTS=8 REQUESTS=2000 CONTAINERS=200 bench/agent-load.sh
 #        CLIENTS=1 REQUESTS=200 HOSTILE_MOUNTS=1000 HOSTILE_PROCESSES=400 bench/agent-load.sh
+#        PODS=2 CLIENTS=16 ... bench/agent-load.sh   the clients in 2 cgroups named as the
+#                                                    kubelet names pods' (cgroup v2, root), so
+#                                                    that they hold all 16 judging turns (one
+#                                                    pod holds at most 8 places)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +42,7 @@ CONTAINERS=${CONTAINERS:-0}
 REQUESTS=${REQUESTS:-2000}
 HOSTILE_MOUNTS=${HOSTILE_MOUNTS:-0}
 HOSTILE_PROCESSES=${HOSTILE_PROCESSES:-0}
+PODS=${PODS:-0}
 [[ -x "$BIN" ]] || { echo "no $BIN: cargo build --release -p prestop-clean, or pass its path" >&2; exit 2; }
 
 DIR=$(mktemp -d /tmp/prestop-agent-load.XXXXXX)
@@ -49,6 +54,7 @@ cleanup() {
   # The hostile pod's processes, by the pids its shell wrote.
   [[ -s "$DIR/out/hostile.pids" ]] && kill -KILL $(cat "$DIR/out/hostile.pids") 2>/dev/null
   wait 2>/dev/null || true
+  [[ -n "${POD_CGROUPS:-}" ]] && rmdir "$POD_CGROUPS"/kubepods/besteffort/pod* "$POD_CGROUPS"/kubepods/besteffort "$POD_CGROUPS"/kubepods "$POD_CGROUPS" 2>/dev/null
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -124,15 +130,36 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$AGENT/stat"; }
 idle_rss=$(status VmRSS)
 ticks_before=$(cpu_ticks)
 
-python3 - "$DIR" "$CLIENTS" "$REQUESTS" <<'PY'
+# PODS=N: N cgroups named as the kubelet names a pod's (…/kubepods/besteffort/pod<uid>),
+# the clients spread over them: the agent gives each pod at most 8 of its 16 turns.
+pod_cgroups=()
+if ((PODS > 0)); then
+  # cgroup v2, or v2's hierarchy on a hybrid host, or v1's pids (as e2e/reaper does).
+  for base in /sys/fs/cgroup/unified /sys/fs/cgroup/pids /sys/fs/cgroup; do
+    [[ -f "$base/cgroup.procs" ]] && mkdir "$base/prestop-bench-$$" 2>/dev/null &&
+      POD_CGROUPS="$base/prestop-bench-$$" && break
+  done
+  [[ -n "${POD_CGROUPS:-}" ]] || { echo "PODS needs a writable cgroup hierarchy (root)" >&2; exit 2; }
+  for i in $(seq "$PODS"); do
+    cg="$POD_CGROUPS/kubepods/besteffort/pod$(cat /proc/sys/kernel/random/uuid)"
+    mkdir -p "$cg" || { echo "cannot make $cg" >&2; exit 2; }
+    pod_cgroups+=("$cg")
+  done
+fi
+
+python3 - "$DIR" "$CLIENTS" "$REQUESTS" "${pod_cgroups[@]}" <<'PY'
 import os, socket, statistics, sys, time
 from multiprocessing import Pool
 
 d, clients, requests = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+pods = sys.argv[4:]
 host = b"/mnt/scratch/job"
 line = b"prestop-identity 1 %d %s\n" % (len(host), host)
 
-def client(_):
+def client(n):
+    if pods:
+        with open(f"{pods[n % len(pods)]}/cgroup.procs", "w") as procs:
+            procs.write(str(os.getpid()))
     job = os.open(f"{d}/node/mnt/scratch/job", os.O_RDONLY | os.O_DIRECTORY)
     latencies, busy, other = [], 0, 0
     for _ in range(requests):
