@@ -547,7 +547,7 @@ fn the_node_agent_runs_with_only_what_resolving_host_paths_needs() {
         );
         assert_eq!(
             agent["resources"],
-            json!({"requests": {"cpu": "5m", "memory": "24Mi"}, "limits": {"memory": "64Mi"}}),
+            json!({"requests": {"cpu": "5m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}}),
             "{overlay}"
         );
         assert!(agent.get("lifecycle").is_none(), "{overlay}: lifecycle");
