@@ -83,6 +83,8 @@ mkdir -p "$HOST/os/var/mnt/scratch" && ln -s var/mnt "$HOST/os/mnt"
 PREFIXES=("$HOST/seed" "$HOST/sleep70" "$HOST/finished" "$HOST/cleaner/package" "$HOST/no-shell" "$HOST/reaped" "$HOST/allowed" "$HOST/replaced" "$HOST/os/mnt/scratch")
 # lib/latest.sh's (≥ 1.29): the sidecar, the deadline, the eviction, the failing hook.
 PREFIXES+=("$HOST/sidecar" "$HOST/deadline" "$HOST/evicted" "$HOST/hookfail")
+# lib/fifth_review.sh's: the crash-looping neighbour.
+PREFIXES+=("$HOST/crashing")
 # A process of the node, as the DaemonSet's container is on a cluster (docs/INSTALL.md,
 # "The node agent"): every injected cleaner asks it whether the directory it opened is
 # the node's, from a real container of the kubelet's (its pod known from its cgroup, its
@@ -153,6 +155,8 @@ source "$HERE/lib/third_review.sh"
 source "$HERE/lib/deadline.sh"
 # shellcheck source=lib/fourth_review.sh
 source "$HERE/lib/fourth_review.sh"
+# shellcheck source=lib/fifth_review.sh
+source "$HERE/lib/fifth_review.sh"
 
 # shellcheck source=lib/latest.sh
 source "$HERE/lib/latest.sh"
@@ -166,6 +170,7 @@ if [[ "$KUBE_VERSION" == "$KUBE_DEBIAN_VERSION" || "${PRESTOP_E2E_NODE_ALL:-}" =
   run_third_review_scenarios
   run_deadline_scenarios
   run_fourth_review_scenarios
+  run_fifth_review_scenarios
 else
   scenario "[$KUBE_VERSION] seed Job with the webhook: its file appears; delete --cascade=background empties the host dir, keeps the dir" seed_with_webhook
 fi

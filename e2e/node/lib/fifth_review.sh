@@ -1,0 +1,78 @@
+# The fifth review's cases on the real node (issue 38). Sourced after lib/fourth_review.sh
+# (replaced_job) and lib/scenarios.sh; names of its own only (a later file replaces an
+# earlier file's function of the same name for every scenario).
+
+# --- class 4a: a pod that has no process at the instant still uses its directory --------
+# A cache pod of someone else's, not injected, crash-looping on a fixed host directory:
+# between two restarts it has no process at all, so a scan of the node's mount tables
+# finds nobody on the directory. A Job of the same directory is deleted while the cache
+# pod waits in CrashLoopBackOff; its cleanup asks the node agent, which sees a pod bound
+# to the node, not ended, whose spec reaches the directory, and answers in-use. Before
+# issue 38 the agent looked at processes only, and the cache was emptied.
+crashing_cache_pod() { # name host-dir
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations: {prestop-injector.io/inject: "false"}
+spec:
+  restartPolicy: Always
+  nodeSelector: {kubernetes.io/hostname: $NODE_NAME}
+  containers:
+  - name: cache
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo warm >> /cache/state; sleep 1; exit 1"]
+    volumeMounts: [{name: cache, mountPath: /cache}]
+  volumes:
+  - name: cache
+    hostPath: {path: $2, type: DirectoryOrCreate}
+EOF
+}
+
+crash_looping_pod_keeps_its_directory() {
+  local dir="$HOST/crashing/cache" name=crash-neighbour cache=crashing-cache
+  kc create -f - <<<"$(crashing_cache_pod $cache "$dir")"
+  expect "the cache pod is created" test "$STATUS" -eq 0
+  backing_off() {
+    k get pod $cache -o json |
+      jq -e '.status.containerStatuses[0].state.waiting.reason == "CrashLoopBackOff"' >/dev/null
+  }
+  expect "it crash-loops: CrashLoopBackOff within 90 s" wait_for 90 backing_off
+  expect "it wrote its state" has_file "$dir/state"
+  kc create -o json -f - <<<"$(replaced_job $name "$dir" 1)"
+  expect "the Job is created" test "$STATUS" -eq 0
+  expect "its hook cleans /work" \
+    jqt "$OUT" '.spec.template.spec.containers[0].lifecycle.preStop.exec.command | index("/work") != null'
+  local pod uid
+  job_running() { [[ -n "$(running_pod_of job-name=$name)" ]]; }
+  expect "the Job's pod runs within 60 s" wait_for 60 job_running
+  pod=$(running_pod_of job-name=$name)
+  uid=$(k get pod "$pod" -o jsonpath='{.metadata.uid}')
+  expect "it wrote its file" wait_for 30 has_file "$dir/$pod"
+  # Deleted while the cache pod has no process: in its back-off, between two runs.
+  expect "the cache pod waits in CrashLoopBackOff again" wait_for 60 backing_off
+  log "crash loop: the cache pod when the Job goes: $(k get pod $cache -o json | jq -c '{phase: .status.phase, restarts: .status.containerStatuses[0].restartCount, state: .status.containerStatuses[0].state | keys}')"
+  kc delete job $name --cascade=background --wait=false
+  expect "the Job deletes" test "$STATUS" -eq 0
+  expect "its pod goes away (its preStop ran)" wait_for 90 no_pods job-name=$name
+  expect "the cache pod's state survives the Job's cleanup" has_file "$dir/state"
+  expect "the cleanup removed nothing at all" has_file "$dir/$pod"
+  local answer
+  answer=$(grep -F "pod $uid" "$WORK/agent.log" | grep -m1 'in-use: ')
+  log "crash loop: the agent to the Job's pod: ${answer:-(no in-use line)}"
+  expect "the agent answered in-use to the Job's pod ($uid)" \
+    has "$answer" "in-use: another container on the node uses"
+  kc delete pod $cache --wait=false
+  expect "the cache pod goes away" wait_for 120 eval "! k get pod $cache"
+  rm -rf "$HOST/crashing"
+}
+
+run_fifth_review_scenarios() {
+  if [[ -z "$CLEANER_BIN" ]]; then
+    skip "the fifth review's node scenarios" "need the cleaner program and the node agent"
+    return
+  fi
+  scenario "a crash-looping pod keeps its directory: deleted between two runs, it has no process, and the node agent still answers in-use (issue 38, class 4a)" crash_looping_pod_keeps_its_directory
+}
