@@ -83,8 +83,8 @@ mkdir -p "$HOST/os/var/mnt/scratch" && ln -s var/mnt "$HOST/os/mnt"
 PREFIXES=("$HOST/seed" "$HOST/sleep70" "$HOST/finished" "$HOST/cleaner/package" "$HOST/no-shell" "$HOST/reaped" "$HOST/allowed" "$HOST/replaced" "$HOST/os/mnt/scratch")
 # lib/latest.sh's (≥ 1.29): the sidecar, the deadline, the eviction, the failing hook.
 PREFIXES+=("$HOST/sidecar" "$HOST/deadline" "$HOST/evicted" "$HOST/hookfail")
-# lib/fifth_review.sh's: the crash-looping neighbour.
-PREFIXES+=("$HOST/crashing")
+# lib/fifth_review.sh's: the crash-looping neighbour, the newcomer during a walk.
+PREFIXES+=("$HOST/crashing" "$HOST/midwalk")
 # A process of the node, as the DaemonSet's container is on a cluster (docs/INSTALL.md,
 # "The node agent"): every injected cleaner asks it whether the directory it opened is
 # the node's, from a real container of the kubelet's (its pod known from its cgroup, its

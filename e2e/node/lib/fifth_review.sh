@@ -69,10 +69,82 @@ crash_looping_pod_keeps_its_directory() {
   rm -rf "$HOST/crashing"
 }
 
+
+# --- class 3: a newcomer during the walk stops it -----------------------------------------
+# The pod's cleanup asks the agent once, then walks a large tree. A pod bound to the node
+# on the same directory while it walks (created with its nodeName, so bound at once) must
+# stop the walk within its 100 ms re-ask: its files, and what the walk had not reached,
+# stay. Before issue 38 the hook asked once and emptied the newcomer's files too.
+midwalk_pod() { # name host-dir annotations
+  cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  annotations: $3
+spec:
+  restartPolicy: Never
+  nodeName: $NODE_NAME
+  containers:
+  - name: app
+    image: busybox:stable
+    imagePullPolicy: IfNotPresent
+    command: [sh, -c, "echo mine > /data/\$HOSTNAME; trap 'exit 0' TERM; sleep 1000031 & wait"]
+    volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+  - name: data
+    hostPath: {path: $2, type: DirectoryOrCreate}
+EOF
+}
+
+newcomer_during_the_walk_stops_it() {
+  local dir="$HOST/midwalk/data" old=midwalk-old new=midwalk-new
+  mkdir -p "$dir/tree"
+  # A tree the walk needs seconds for: 300,000 empty files in 300 directories.
+  python3 - "$dir/tree" <<'PY'
+import os, sys
+root = sys.argv[1]
+for d in range(300):
+    os.mkdir(f"{root}/{d}")
+    for f in range(1000):
+        os.close(os.open(f"{root}/{d}/{f}", os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+  kc create -o json -f - <<<"$(midwalk_pod $old "$dir" '{prestop-injector.io/cleanup: auto}')"
+  expect "the first pod is created" test "$STATUS" -eq 0
+  expect "its hook cleans /data" \
+    jqt "$OUT" '.spec.containers[0].lifecycle.preStop.exec.command | index("/data") != null'
+  running() { k get pod "$1" -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "it runs within 60 s" wait_for 60 running $old
+  expect "it wrote its file" wait_for 30 has_file "$dir/$old"
+  local uid
+  uid=$(k get pod $old -o jsonpath='{.metadata.uid}')
+  kc delete pod $old --wait=false
+  expect "deleting it succeeds" test "$STATUS" -eq 0
+  cleared() { grep -qF "pod $uid: $dir: same" "$WORK/agent.log"; }
+  expect "its cleanup asked the agent and was answered same" wait_for 30 cleared
+  # Now, while it walks: a pod of the same directory, bound at its creation.
+  kc create -f - <<<"$(midwalk_pod $new "$dir" '{prestop-injector.io/inject: "false"}')"
+  expect "a newcomer on the same directory is created, bound to the node" test "$STATUS" -eq 0
+  expect "the first pod goes away" wait_for 90 eval "! k get pod $old"
+  expect "the newcomer runs" wait_for 60 running $new
+  expect "its file is there" wait_for 30 has_file "$dir/$new"
+  local left
+  left=$(find "$dir/tree" -type f | wc -l)
+  local events
+  events=$(events_for "$old")
+  log "newcomer during the walk: $left of 300,000 files left; $(grep -o 'stopped during the walk[^;]*' <<<"$events" | head -n 1 | head -c 300)"
+  expect "the walk stopped before the end: files of the tree are left" test "$left" -gt 0
+  expect "the first pod's line says it stopped during the walk" has "$events" 'stopped during the walk'
+  kc delete pod $new --wait=false
+  expect "the newcomer goes away" wait_for 120 eval "! k get pod $new"
+  rm -rf "$HOST/midwalk"
+}
+
 run_fifth_review_scenarios() {
   if [[ -z "$CLEANER_BIN" ]]; then
     skip "the fifth review's node scenarios" "need the cleaner program and the node agent"
     return
   fi
   scenario "a crash-looping pod keeps its directory: deleted between two runs, it has no process, and the node agent still answers in-use (issue 38, class 4a)" crash_looping_pod_keeps_its_directory
+  scenario "a pod bound to the node during a cleanup's walk stops it: its files and the rest of the tree stay (issue 38, class 3)" newcomer_during_the_walk_stops_it
 }
