@@ -140,6 +140,65 @@ PY
   rm -rf "$HOST/midwalk"
 }
 
+# --- class 5: one pod's mount table does not make every judgement on its node late -------
+# A pod of someone else's with one emptyDir mounted 1,000 times at long paths (about 1 MB
+# of mount table for each of its processes, which the API server and the kubelet accept)
+# and 400 idle processes. Before issue 38 the agent read every process's table in full
+# and every judgement on the node missed its 3 s deadline; now a mount namespace's table
+# is read once per judgement. Another pod's cleanup is judged `same` and empties its
+# directory, well within the deadline.
+hostile_mounts_pod() { # name mounts processes
+  local i long=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+  echo "apiVersion: v1"
+  echo "kind: Pod"
+  echo "metadata: {name: $1, annotations: {prestop-injector.io/inject: \"false\"}}"
+  echo "spec:"
+  echo "  restartPolicy: Never"
+  echo "  nodeName: $NODE_NAME"
+  echo "  terminationGracePeriodSeconds: 2"
+  echo "  volumes: [{name: many, emptyDir: {}}]"
+  echo "  containers:"
+  echo "  - name: app"
+  echo "    image: busybox:stable"
+  echo "    imagePullPolicy: IfNotPresent"
+  echo "    command: [sh, -c, \"for i in \$(seq $3); do sleep 1000041 & done; wait\"]"
+  echo "    volumeMounts:"
+  for i in $(seq "$2"); do
+    echo "    - {name: many, mountPath: /m/$long/$long/$long/$i}"
+  done
+}
+
+hostile_mount_table_leaves_judgements_in_time() {
+  local dir="$HOST/seed/hostile" hostile=mount-hoarder
+  kc create -f - <<<"$(hostile_mounts_pod $hostile 1000 400)"
+  expect "the pod of 1,000 mounts is created" test "$STATUS" -eq 0
+  four_hundred() { [[ "$(processes 'sleep 1000041')" -ge 400 ]]; }
+  expect "it runs its 400 processes within 180 s" wait_for 180 four_hundred
+  local table lines
+  table=/proc/$(pgrep -xf 'sleep 1000041' | head -n 1)/mountinfo
+  lines=$(wc -l <"$table")
+  log "hostile mounts: each of its processes has a mount table of $lines lines, $(wc -c <"$table") bytes"
+  expect "its mount table has over 1,000 lines" test "$lines" -gt 1000
+  mkdir -p "$dir"
+  kc create -o json -f - <<<"$(midwalk_pod hostile-neighbour "$dir" '{prestop-injector.io/cleanup: auto}')"
+  expect "a neighbour with a cleanup is created" test "$STATUS" -eq 0
+  running() { k get pod "$1" -o json | jq -e '.status.phase == "Running"' >/dev/null; }
+  expect "it runs" wait_for 60 running hostile-neighbour
+  expect "it wrote its file" wait_for 30 has_file "$dir/hostile-neighbour"
+  local uid t0
+  uid=$(k get pod hostile-neighbour -o jsonpath='{.metadata.uid}')
+  t0=$(date +%s%N)
+  kc delete pod hostile-neighbour --wait=false
+  expect "its cleanup empties its directory within 30 s" wait_for 30 dir_empty "$dir"
+  log "hostile mounts: the neighbour's directory emptied $(( ($(date +%s%N) - t0) / 1000000 )) ms after its delete; the agent: $(grep -F "pod $uid" "$WORK/agent.log" | tail -n 1 | grep -o ': [a-z-]*\(: .\{0,120\}\)\?$')"
+  expect "the agent judged it same, within its deadline" grep -qF "pod $uid: $dir: same" "$WORK/agent.log"
+  expect "no judgement on the node missed the deadline" eval "! grep -q 'could not judge' '$WORK/agent.log'"
+  expect "the neighbour goes away" wait_for 90 eval "! k get pod hostile-neighbour"
+  kc delete pod $hostile --wait=false
+  expect "the pod of 1,000 mounts goes away" wait_for 180 eval "! k get pod $hostile"
+  rm -rf "$dir"
+}
+
 run_fifth_review_scenarios() {
   if [[ -z "$CLEANER_BIN" ]]; then
     skip "the fifth review's node scenarios" "need the cleaner program and the node agent"
@@ -147,4 +206,5 @@ run_fifth_review_scenarios() {
   fi
   scenario "a crash-looping pod keeps its directory: deleted between two runs, it has no process, and the node agent still answers in-use (issue 38, class 4a)" crash_looping_pod_keeps_its_directory
   scenario "a pod bound to the node during a cleanup's walk stops it: its files and the rest of the tree stay (issue 38, class 3)" newcomer_during_the_walk_stops_it
+  scenario "a pod of 1,000 mounts x 400 processes on the node: another pod's cleanup is judged same in time and empties its directory (issue 38, class 5)" hostile_mount_table_leaves_judgements_in_time
 }
