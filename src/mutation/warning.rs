@@ -19,6 +19,10 @@
 //!   that is not enough (a reason near the limit, or dozens of citations) is the end cut,
 //!   and then the citations keep up to [`CITATION_WHEN_CUT`] characters, so that a
 //!   container's name survives the cut.
+//! - A list the warning names (the allowed prefixes) is wrapped in [`cited_list`]; it is
+//!   shortened before any citation, by whole items from its end (`/a, /b, … 12 more`),
+//!   down to one: a user reads the container's name and the path first, the list last
+//!   (issue 40).
 //! - The marks are private-use characters; any in a cited value (which is untrusted) are
 //!   replaced first, so a value can neither end its own citation nor start another.
 
@@ -26,6 +30,15 @@
 const OPEN: char = '\u{E000}';
 /// Ends a citation.
 const CLOSE: char = '\u{E001}';
+
+/// Starts a list inside a warning under construction ([`cited_list`]).
+const LIST_OPEN: char = '\u{E010}';
+/// Separates two items of a list; rendered `, `.
+const LIST_ITEM: char = '\u{E011}';
+/// Ends a list.
+const LIST_CLOSE: char = '\u{E012}';
+/// Every mark; each is three bytes in UTF-8, starting with [`MARK_LEAD`].
+const MARKS: [char; 5] = [OPEN, CLOSE, LIST_OPEN, LIST_ITEM, LIST_CLOSE];
 
 /// Warnings longer than this are shortened: the API server truncates past it.
 pub const MAX_WARNING_CHARS: usize = 256;
@@ -52,14 +65,33 @@ pub(crate) fn cited(value: impl std::fmt::Display) -> String {
     text.push(OPEN);
     let _ = write!(text, "{value}");
     if text.as_bytes()[OPEN.len_utf8()..].contains(&MARK_LEAD)
-        && text[OPEN.len_utf8()..].contains([OPEN, CLOSE])
+        && text[OPEN.len_utf8()..].contains(MARKS)
     {
         text = format!(
             "{OPEN}{}",
-            text[OPEN.len_utf8()..].replace([OPEN, CLOSE], "\u{FFFD}")
+            text[OPEN.len_utf8()..].replace(MARKS, "\u{FFFD}")
         );
     }
     text.push(CLOSE);
+    text
+}
+
+/// `items` (names or paths, untrusted) as a list that [`fit`] shortens first, by whole
+/// items from its end; rendered `a, b, c`.
+pub(crate) fn cited_list(items: &[impl std::fmt::Display]) -> String {
+    let mut text = String::with_capacity(16 * items.len() + 8);
+    text.push(LIST_OPEN);
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            text.push(LIST_ITEM);
+        }
+        let item = item.to_string();
+        match item.contains(MARKS) {
+            true => text.push_str(&item.replace(MARKS, "\u{FFFD}")),
+            false => text.push_str(&item),
+        }
+    }
+    text.push(LIST_CLOSE);
     text
 }
 
@@ -84,10 +116,12 @@ fn without_marks(warning: &str) -> String {
             }
         }
         if bytes[at] == MARK_LEAD {
-            let mark = &warning[at..];
-            if mark.starts_with(OPEN) || mark.starts_with(CLOSE) {
+            if let Some(mark) = warning[at..].chars().next().filter(|c| MARKS.contains(c)) {
                 text.push_str(&warning[kept..at]);
-                kept = at + OPEN.len_utf8();
+                if mark == LIST_ITEM {
+                    text.push_str(", ");
+                }
+                kept = at + mark.len_utf8();
                 at = kept;
                 continue;
             }
@@ -98,54 +132,116 @@ fn without_marks(warning: &str) -> String {
     text
 }
 
-/// One piece of a warning: its characters, and whether it is a citation.
-struct Piece {
-    text: Vec<char>,
-    cited: bool,
+/// One piece of a warning.
+enum Piece {
+    /// Reason text: never shortened but as a last resort.
+    Plain(Vec<char>),
+    /// A cited name or path.
+    Cited(Vec<char>),
+    /// A list, of which the first `kept` items are shown.
+    List { items: Vec<Vec<char>>, kept: usize },
+}
+
+impl Piece {
+    /// Its characters as shown, each citation capped at `cap`.
+    fn shown(&self, cap: usize) -> Vec<char> {
+        match self {
+            Piece::Plain(text) => text.clone(),
+            Piece::Cited(text) => cut_middle(text, cap),
+            Piece::List { items, kept } => {
+                let mut shown: Vec<char> = Vec::new();
+                for (index, item) in items.iter().take(*kept).enumerate() {
+                    if index > 0 {
+                        shown.extend([',', ' ']);
+                    }
+                    shown.extend_from_slice(item);
+                }
+                if *kept < items.len() {
+                    shown.extend(format!(", … {} more", items.len() - kept).chars());
+                }
+                shown
+            }
+        }
+    }
+
+    /// How many characters it shows, each citation capped at `cap`.
+    fn length(&self, cap: usize) -> usize {
+        match self {
+            Piece::Plain(text) => text.len(),
+            Piece::Cited(text) => text.len().min(cap),
+            Piece::List { .. } => self.shown(cap).len(),
+        }
+    }
 }
 
 fn pieces(warning: &str) -> Vec<Piece> {
-    let mut pieces = vec![Piece {
-        text: Vec::new(),
-        cited: false,
-    }];
+    let mut pieces = vec![Piece::Plain(Vec::new())];
     for c in warning.chars() {
-        match c {
-            OPEN | CLOSE => pieces.push(Piece {
-                text: Vec::new(),
-                cited: c == OPEN,
+        match (c, pieces.last_mut()) {
+            (OPEN, _) => pieces.push(Piece::Cited(Vec::new())),
+            (LIST_OPEN, _) => pieces.push(Piece::List {
+                items: vec![Vec::new()],
+                kept: usize::MAX,
             }),
-            c => pieces.last_mut().into_iter().for_each(|p| p.text.push(c)),
+            (CLOSE | LIST_CLOSE, _) => pieces.push(Piece::Plain(Vec::new())),
+            (LIST_ITEM, Some(Piece::List { items, .. })) => items.push(Vec::new()),
+            (LIST_ITEM, _) => {}
+            (c, Some(Piece::Plain(text) | Piece::Cited(text))) => text.push(c),
+            (c, Some(Piece::List { items, .. })) => {
+                items.last_mut().into_iter().for_each(|item| item.push(c))
+            }
+            (_, None) => {}
+        }
+    }
+    for piece in &mut pieces {
+        if let Piece::List { items, kept } = piece {
+            *kept = items.len();
         }
     }
     pieces
 }
 
+/// The characters `warning` shows without its marks (a list's separator is two).
+fn shown_length(warning: &str) -> usize {
+    warning
+        .chars()
+        .map(|c| match c {
+            LIST_ITEM => 2,
+            c if MARKS.contains(&c) => 0,
+            _ => 1,
+        })
+        .sum()
+}
+
 /// `warning` without its marks, in at most `max` characters (see the module contract).
 pub(crate) fn fit(warning: &str, max: usize) -> String {
-    // Most warnings fit, and most of those have no more bytes than `max`: as many
-    // characters at most, marks included, so they fit without counting any.
-    if warning.len() <= max {
-        return without_marks(warning);
-    }
-    let marks = warning.chars().filter(|&c| c == OPEN || c == CLOSE).count();
-    if warning.chars().count() - marks <= max {
+    // Most warnings fit, and most of those have no more bytes than `max`: at least as
+    // many bytes as characters shown, marks included (each is three bytes, and shows at
+    // most two), so they fit without counting any.
+    if warning.len() <= max || shown_length(warning) <= max {
         return without_marks(warning);
     }
     let mut pieces = pieces(warning);
     let length = |pieces: &[Piece], cap: usize| -> usize {
-        pieces
-            .iter()
-            .map(|p| match p.cited {
-                true => p.text.len().min(cap),
-                false => p.text.len(),
-            })
-            .sum()
+        pieces.iter().map(|piece| piece.length(cap)).sum()
     };
+    // Lists first, by whole items from the end of the longest, down to one item each.
+    while length(&pieces, usize::MAX) > max {
+        let longest = pieces
+            .iter_mut()
+            .filter(|piece| matches!(piece, Piece::List { kept, .. } if *kept > 1))
+            .max_by_key(|piece| piece.length(usize::MAX));
+        match longest {
+            Some(Piece::List { kept, .. }) => *kept -= 1,
+            _ => break,
+        }
+    }
     let longest = pieces
         .iter()
-        .filter(|p| p.cited)
-        .map(|p| p.text.len())
+        .filter_map(|piece| match piece {
+            Piece::Cited(text) => Some(text.len()),
+            _ => None,
+        })
         .max()
         .unwrap_or(0);
     // The largest cap on every citation that fits; at least the floor.
@@ -155,10 +251,7 @@ pub(crate) fn fit(warning: &str, max: usize) -> String {
         // Nothing fits (the reason alone is near the limit): the end is cut anyway, so
         // shortening a name to `…` would only lose it too. Keep each recognisable.
         .unwrap_or(CITATION_WHEN_CUT);
-    for piece in pieces.iter_mut().filter(|p| p.cited) {
-        piece.text = cut_middle(&piece.text, cap);
-    }
-    let joined: String = pieces.iter().flat_map(|p| p.text.iter()).collect();
+    let joined: String = pieces.iter().flat_map(|piece| piece.shown(cap)).collect();
     if joined.chars().count() <= max {
         return joined;
     }
@@ -212,8 +305,8 @@ mod tests {
     #[test]
     fn marks_go_whatever_the_length() {
         assert_eq!(
-            [OPEN, CLOSE].map(|mark| mark.to_string().as_bytes()[0]),
-            [MARK_LEAD; 2]
+            MARKS.map(|mark| (mark.to_string().as_bytes()[0], mark.len_utf8())),
+            [(MARK_LEAD, 3); 5]
         );
         let long = "x".repeat(300);
         for text in ["", "/x", "\u{E0FF}é", long.as_str()] {
@@ -270,6 +363,68 @@ mod tests {
         let cited = format!("{}…{} reason", "a".repeat(7), "a".repeat(8));
         assert!(short.starts_with(&cited), "{short}");
         assert!(short.ends_with('…'));
+    }
+
+    /// Issue 40: rook's floating mon, 21 characters of container name, and 14 allowed
+    /// prefixes. The list loses whole items from its end before any name is cut.
+    #[test]
+    fn a_list_is_shortened_before_the_names() {
+        let prefixes: Vec<String> = [
+            "/tmp/mongodb",
+            "/tmp/quiz-data",
+            "/data",
+            "/var/lib/scratch",
+            "/mnt/disks",
+            "/srv/cache",
+            "/opt/work",
+            "/scratch",
+            "/mnt/fast-ssd/jobs",
+            "/var/tmp/builds",
+            "/home/ci",
+            "/mnt/nfs-cache",
+            "/tmp/models",
+            "/var/lib/etl",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let warning = format!(
+            "container {}: {} not cleaned: it is host path {}, outside allowedHostPathPrefixes ({})",
+            cited("\"floating-mon-shutdown\""),
+            cited("/var/lib/drbd"),
+            cited("/var/lib/drbd"),
+            cited_list(&prefixes)
+        );
+        let short = fit(&warning, MAX_WARNING_CHARS);
+        assert!(short.chars().count() <= MAX_WARNING_CHARS, "{short}");
+        assert!(
+            short.starts_with(
+                "container \"floating-mon-shutdown\": /var/lib/drbd not cleaned: it is host \
+                 path /var/lib/drbd, outside allowedHostPathPrefixes (/tmp/mongodb, "
+            ),
+            "{short}"
+        );
+        assert!(short.ends_with(" more)"), "{short}");
+        // Whole items only, in order, and as many as fit.
+        let listed = short.split_once('(').unwrap().1;
+        assert!(
+            listed.starts_with("/tmp/mongodb, /tmp/quiz-data, /data"),
+            "{short}"
+        );
+        // Short enough: the whole list, and no mark left.
+        let whole = fit(&warning, 1000);
+        assert!(whole.ends_with("/tmp/models, /var/lib/etl)"), "{whole}");
+        assert!(!whole.contains(MARKS) && !short.contains(MARKS));
+        // One item is kept however long the rest: then the names are cut as before.
+        let tight = fit(&warning, 150);
+        assert!(tight.contains("(/tmp/mongodb, … 13 more)"), "{tight}");
+    }
+
+    #[test]
+    fn a_list_item_cannot_forge_marks() {
+        let items = [format!("/a{LIST_CLOSE} forged {OPEN}"), "/b".to_owned()];
+        let warning = format!("outside ({})", cited_list(&items));
+        let whole = fit(&warning, 1000);
+        assert_eq!(whole, "outside (/a\u{FFFD} forged \u{FFFD}, /b)");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::{AutoTargets, PathRefusal};
 use crate::mutation::scope::settings::{BadAnnotation, CLEANUP};
-use crate::mutation::warning::{self, cited};
+use crate::mutation::warning::{self, cited, cited_list};
 
 /// The denial for an explicit path: which path, in which container, why, and what is
 /// accepted.
@@ -76,7 +76,7 @@ pub(crate) fn auto_warnings(container: &str, found: &AutoTargets) -> Vec<String>
                 other => format!(
                     "container {name}: {} not cleaned: it {}",
                     cited(target),
-                    other.reason_citing(&|value| cited(value))
+                    other.reason_citing(&|value| cited(value), &|items| cited_list(items))
                 ),
             })
         })

@@ -102,14 +102,19 @@ impl PathRefusal {
 
     /// The reason, as the end of a sentence starting with the path.
     pub fn reason(&self) -> String {
-        self.reason_citing(&|value| value.to_owned())
+        self.reason_citing(&|value| value.to_owned(), &|items| items.join(", "))
     }
 
     /// [`PathRefusal::reason`] with each name and path it cites passed through `cite`
     /// (warnings mark them with [`crate::mutation::warning::cited`], so that only they are
-    /// shortened). The protected entry and the allowed prefixes are the rule itself and
-    /// are never cited.
-    pub(crate) fn reason_citing(&self, cite: &dyn Fn(&str) -> String) -> String {
+    /// shortened), and the list of allowed prefixes through `list` (warnings mark it with
+    /// [`crate::mutation::warning::cited_list`]: it is shortened first, by whole items).
+    /// The protected entry is the rule itself and is never cited.
+    pub(crate) fn reason_citing(
+        &self,
+        cite: &dyn Fn(&str) -> String,
+        list: &dyn Fn(&[String]) -> String,
+    ) -> String {
         match self {
             PathRefusal::NotMounted => "is not at or below a writable volumeMount".to_owned(),
             PathRefusal::ReadOnly(mount) => format!("is on the read-only mount {}", cite(mount)),
@@ -160,7 +165,7 @@ impl PathRefusal {
             } => format!(
                 "is host path {}, outside allowedHostPathPrefixes ({})",
                 cite(host_path),
-                prefixes.join(", ")
+                list(prefixes)
             ),
             PathRefusal::NotHostPath(volume) => format!(
                 "is on volume {}, which is not a hostPath",
