@@ -2,6 +2,10 @@
 # (replaced_job) and lib/scenarios.sh; names of its own only (a later file replaces an
 # earlier file's function of the same name for every scenario).
 
+fifth_pod_runs() { # pod
+  k get pod "$1" -o json | jq -e '.status.phase == "Running"' >/dev/null
+}
+
 # --- class 4a: a pod that has no process at the instant still uses its directory --------
 # A cache pod of someone else's, not injected, crash-looping on a fixed host directory:
 # between two restarts it has no process at all, so a scan of the node's mount tables
@@ -113,8 +117,7 @@ PY
   expect "the first pod is created" test "$STATUS" -eq 0
   expect "its hook cleans /data" \
     jqt "$OUT" '.spec.containers[0].lifecycle.preStop.exec.command | index("/data") != null'
-  running() { k get pod "$1" -o json | jq -e '.status.phase == "Running"' >/dev/null; }
-  expect "it runs within 60 s" wait_for 60 running $old
+  expect "it runs within 60 s" wait_for 60 fifth_pod_runs $old
   expect "it wrote its file" wait_for 30 has_file "$dir/$old"
   local uid
   uid=$(k get pod $old -o jsonpath='{.metadata.uid}')
@@ -126,7 +129,7 @@ PY
   kc create -f - <<<"$(midwalk_pod $new "$dir" '{prestop-injector.io/inject: "false"}')"
   expect "a newcomer on the same directory is created, bound to the node" test "$STATUS" -eq 0
   expect "the first pod goes away" wait_for 90 eval "! k get pod $old"
-  expect "the newcomer runs" wait_for 60 running $new
+  expect "the newcomer runs" wait_for 60 fifth_pod_runs $new
   expect "its file is there" wait_for 30 has_file "$dir/$new"
   local left
   left=$(find "$dir/tree" -type f | wc -l)
@@ -182,8 +185,7 @@ hostile_mount_table_leaves_judgements_in_time() {
   mkdir -p "$dir"
   kc create -o json -f - <<<"$(midwalk_pod hostile-neighbour "$dir" '{prestop-injector.io/cleanup: auto}')"
   expect "a neighbour with a cleanup is created" test "$STATUS" -eq 0
-  running() { k get pod "$1" -o json | jq -e '.status.phase == "Running"' >/dev/null; }
-  expect "it runs" wait_for 60 running hostile-neighbour
+  expect "it runs" wait_for 60 fifth_pod_runs hostile-neighbour
   expect "it wrote its file" wait_for 30 has_file "$dir/hostile-neighbour"
   local uid t0
   uid=$(k get pod hostile-neighbour -o jsonpath='{.metadata.uid}')
