@@ -47,6 +47,7 @@ use rustix::fs::{fstatvfs, StatVfsMountFlags};
 pub use jobs::{
     default_jobs, jobs_from_env, JOBS_ENV, MAX_DEFAULT_JOBS, MAX_JOBS, WORKERS_PER_CPU,
 };
+pub use pod_cgroup::is_pod_uid;
 pub use prefix::resolve_prefix;
 pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
 pub use target::check_target;

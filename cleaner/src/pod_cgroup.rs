@@ -14,12 +14,17 @@ pub fn pod_of_cgroup(text: &[u8]) -> Option<String> {
                 .take(36)
                 .map(|c| if c == '_' { '-' } else { c })
                 .collect();
-            let shaped = uid.len() == 36
-                && uid.chars().enumerate().all(|(i, c)| match i {
-                    8 | 13 | 18 | 23 => c == '-',
-                    _ => c.is_ascii_hexdigit(),
-                });
-            shaped.then_some(uid)
+            is_pod_uid(&uid).then_some(uid)
         })
     })
+}
+
+/// A Kubernetes object uid as the API server makes them: 8-4-4-4-12 hex digits. Never a
+/// name a pod chose: the kubelet names its cgroup and directories by it.
+pub fn is_pod_uid(text: &str) -> bool {
+    text.len() == 36
+        && text.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
 }

@@ -67,21 +67,9 @@ fn pod_uid(entries: &[MountEntry]) -> Result<String, String> {
 fn uid_in_kubelet_path(root: &[u8]) -> Option<&str> {
     let components: Vec<&str> = std::str::from_utf8(root).ok()?.split('/').collect();
     components.windows(3).rev().find_map(|window| match window {
-        ["pods", uid, "etc-hosts" | "containers"] if is_uid(uid) => Some(*uid),
+        ["pods", uid, "etc-hosts" | "containers"] if crate::is_pod_uid(uid) => Some(*uid),
         _ => None,
     })
-}
-
-/// A Kubernetes object uid as the API server makes them: 8-4-4-4-12 hex digits.
-fn is_uid(text: &str) -> bool {
-    text.len() == 36
-        && text.bytes().enumerate().all(|(i, b)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                b == b'-'
-            } else {
-                b.is_ascii_hexdigit()
-            }
-        })
 }
 
 /// Rule 2 without the node's word (the strict rule): `host` ends with `suffix`, and what

@@ -63,15 +63,7 @@ fn per_pod_owner(due: &Due) -> Option<&PodRef> {
         return None;
     };
     let name = due.directory.trim_end_matches('/').rsplit('/').next()?;
-    (is_uid(&pod.uid) && name.contains(pod.uid.as_str())).then_some(pod)
-}
-
-fn is_uid(text: &str) -> bool {
-    text.len() == 36
-        && text.bytes().enumerate().all(|(i, b)| match i {
-            8 | 13 | 18 | 23 => b == b'-',
-            _ => b.is_ascii_hexdigit(),
-        })
+    (prestop_clean::is_pod_uid(&pod.uid) && name.contains(pod.uid.as_str())).then_some(pod)
 }
 
 /// `rmdir` of `location`'s last component, from its parent opened with no symlink on
