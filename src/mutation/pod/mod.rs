@@ -28,7 +28,7 @@ use crate::mutation::warning::cited;
 use crate::mutation::{
     grace, scope::restarts, shell_fix, shell_fix::image, targets::sharing, targets::stale_paths,
 };
-use left::left_to_the_reaper;
+use left::{left_to_the_reaper, CleanedInPod};
 use plan::{admit, name_of, plan};
 use serde_json::{json, Map, Value};
 
@@ -86,9 +86,10 @@ pub fn mutate(
     let mut needs_agent = Vec::new();
     // The program hooks, given their `--deadline` once the grace period is known.
     let mut program_hooks = Vec::new();
-    // Per app container: its name, the target paths its exec hook cleans, and those the
-    // cleanup sidecar takes if there is one in the end.
-    let mut cleaned_in_pod: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
+    // Per app container, what cleans its targets in the pod; kept only when something may
+    // be left to the reaper (a seal key: it empties only what the webhook sealed).
+    let leaves_to_reaper = !config.seal.is_empty();
+    let mut cleaned_in_pod: Vec<CleanedInPod> = Vec::new();
     if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
         for (index, (container, plan)) in containers.iter_mut().zip(plans).enumerate() {
             let name = container
@@ -106,7 +107,14 @@ pub fn mutate(
             );
             let mut needs = false;
             let mut asks_agent = false;
-            let (mut by_hook, mut by_sidecar) = (Vec::new(), Vec::new());
+            let mut cleaned = CleanedInPod {
+                container: if leaves_to_reaper {
+                    name.clone()
+                } else {
+                    String::new()
+                },
+                ..CleanedInPod::default()
+            };
             match plan {
                 Plan::Leave => {}
                 Plan::Exec(hook) => {
@@ -142,11 +150,11 @@ pub fn mutate(
                             let paths = crate::mutation::hook::target_paths(paths);
                             without_agent::warn_fixed(container, &name, &paths, &mut warnings);
                         }
-                        if let Action::Cleanup(paths) = &hook.action {
-                            by_hook = crate::mutation::hook::target_paths(paths);
+                        if let (true, Action::Cleanup(paths)) = (leaves_to_reaper, &hook.action) {
+                            cleaned.by_hook = crate::mutation::hook::target_paths(paths);
                         }
                         set_exec(container, hook.to_argv(mode, socket));
-                        injected.push(name.clone());
+                        injected.push(name);
                         needs = mode == CleanerMode::Binary;
                         // A custom script has no cleanup to cut off: it runs to the kill.
                         if needs && matches!(hook.action, Action::Cleanup(_)) {
@@ -183,11 +191,15 @@ pub fn mutate(
                         }
                     }
                     served_by_sidecar.push(name.clone());
-                    injected.push(name.clone());
-                    by_sidecar = paths;
+                    if leaves_to_reaper {
+                        cleaned.by_sidecar = paths;
+                    }
+                    injected.push(name);
                 }
             }
-            cleaned_in_pod.push((name, by_hook, by_sidecar));
+            if leaves_to_reaper {
+                cleaned_in_pod.push(cleaned);
+            }
             needs_program.push(needs);
             needs_agent.push(asks_agent);
         }
@@ -212,12 +224,7 @@ pub fn mutate(
         &mut warnings,
     );
     set_deadlines(spec, &program_hooks, sidecar_name.as_deref(), grace, config);
-    let left = left_to_the_reaper(
-        &wanted_targets,
-        &cleaned_in_pod,
-        sidecar_name.is_some(),
-        config,
-    );
+    let left = left_to_the_reaper(&wanted_targets, &cleaned_in_pod, sidecar_name.is_some());
     super::set_annotation(template, REAP, seal::reap_annotation(&left));
     let changed = template != original;
     let status_present = template

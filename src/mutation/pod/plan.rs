@@ -63,7 +63,8 @@ pub(super) fn name_of(container: &Value) -> &str {
 }
 
 /// Decides every app container's plan, reading the spec only; with each, the targets its
-/// cleanup wants, whatever the plan (what no cleanup in the pod takes is the reaper's).
+/// cleanup wants, whatever the plan (what no cleanup in the pod takes is the reaper's;
+/// none without a seal key, which leaves nothing to it).
 pub(super) fn plan(
     spec: &Value,
     settings: &Settings,
@@ -104,8 +105,9 @@ pub(super) fn plan(
         .iter()
         .zip(actions)
         .map(|(container, action)| {
+            // Only a seal key lets the webhook leave targets to the reaper.
             let wanted = match &action {
-                Some(Action::Cleanup(targets)) => targets.clone(),
+                Some(Action::Cleanup(targets)) if !config.seal.is_empty() => targets.clone(),
                 _ => Vec::new(),
             };
             let plan = plan_container(spec, container, action, settings, config, warnings);
