@@ -105,6 +105,39 @@ mod tests {
 
     const UID: &str = "0b6c1a2e-5f3d-4c8e-9a7b-1d2e3f4a5b6c";
 
+    /// The attacks on the `rmdir` itself: a link in place of the directory, a link on
+    /// the way to it, a directory that is not empty. Each is refused and removes nothing.
+    #[test]
+    fn rmdir_follows_no_link_and_removes_only_an_empty_directory() {
+        let root = tempfile::tempdir().unwrap();
+        let scratch = root.path().join("scratch");
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::create_dir_all(elsewhere.join("empty")).unwrap();
+        // A link named as the pod's directory, to an empty directory elsewhere.
+        let swapped = scratch.join(UID);
+        std::os::unix::fs::symlink(elsewhere.join("empty"), &swapped).unwrap();
+        assert!(rmdir_beneath(&swapped).is_err());
+        assert!(elsewhere.join("empty").is_dir() && swapped.is_symlink());
+        // A link on the way: the parent reached through a link.
+        std::fs::remove_file(&swapped).unwrap();
+        std::fs::create_dir(elsewhere.join(UID)).unwrap();
+        let linked = root.path().join("linked");
+        std::os::unix::fs::symlink(&elsewhere, &linked).unwrap();
+        assert!(rmdir_beneath(&linked.join(UID)).is_err());
+        assert!(elsewhere.join(UID).is_dir());
+        // Not empty: kept, and what is in it.
+        let own = scratch.join(UID);
+        std::fs::create_dir(&own).unwrap();
+        std::fs::write(own.join("late"), b"x").unwrap();
+        assert!(rmdir_beneath(&own).is_err());
+        assert!(own.join("late").is_file());
+        // Empty, reached without a link: removed.
+        std::fs::remove_file(own.join("late")).unwrap();
+        rmdir_beneath(&own).unwrap();
+        assert!(!own.exists());
+    }
+
     #[test]
     fn only_a_directory_named_by_its_one_pods_uid_is_its_own() {
         assert!(per_pod_owner(&due(&format!("/mnt/scratch/{UID}"), &[UID])).is_some());
