@@ -19,12 +19,15 @@
 //!   them);
 //! - `http`: `/metrics`, `/healthz`, `/readyz` for Prometheus and the kubelet, on a
 //!   loop no client can hold;
+//! - [`ask_grace`]: how long the asking pod has until the kubelet's kill, for the cleanup
+//!   sidecar's deadline (`grace`, issue 39);
 //! - [`PodEnding`]: whether the asking pod is ending, for a pod the kubelet can restart in
 //!   place (issue 31); the API server knows, this crate does not.
 
 mod args;
 mod client;
 mod ending;
+mod grace;
 mod http;
 mod judge;
 mod limits;
@@ -39,6 +42,10 @@ mod stats;
 pub use args::AgentArgs;
 pub use client::{ask, ask_ending, ask_with_patience, Question, BUSY_PATIENCE};
 pub use ending::{PodEnding, Told};
+pub use grace::{
+    ask_grace, grace_answer, parse_grace_answer, sidecar_deadline, GraceLeft, DEADLINE_MARGIN,
+    GRACE_PATIENCE, KUBELET_MINIMUM_GRACE,
+};
 pub use limits::{JUDGE_DEADLINE, MAX_HELD, MAX_IN_FLIGHT, MAX_STUCK, PLACES_PER_PEER};
 pub use protocol::{
     encode_ending_request, encode_request, parse_answer, parse_request, Request, Verdict,

@@ -22,7 +22,7 @@ const STRAGGLER: Duration = Duration::from_secs(1);
 
 pub struct Deadline {
     start: Instant,
-    seconds: u64,
+    after: Duration,
     targets: Vec<String>,
     /// `--node-agent`: where the timer's own line is reported, when it prints it.
     agent: Option<String>,
@@ -43,22 +43,22 @@ struct State {
 }
 
 impl Deadline {
-    /// Starts the timer: `seconds` after `start`, every walk stops.
+    /// Starts the timer: `after` past `start`, every walk stops.
     pub fn arm(
         start: Instant,
-        seconds: u64,
+        after: Duration,
         targets: &[Target],
         agent: Option<&str>,
     ) -> &'static Deadline {
         let deadline: &'static Deadline = Box::leak(Box::new(Deadline {
             start,
-            seconds,
+            after,
             targets: targets.iter().map(|t| escape(t.path.as_bytes())).collect(),
             agent: agent.map(str::to_owned),
             state: Mutex::new(State::default()),
         }));
         std::thread::spawn(move || {
-            let at = start + Duration::from_secs(seconds);
+            let at = start + after;
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
             stop_walks();
             std::thread::sleep(STRAGGLER);
@@ -136,7 +136,7 @@ impl Deadline {
         let line = format!(
             "cut off by its deadline, {} s after the start: removed {} {}, {} in {:.2} \
              s{note}; left for the node reaper: {}",
-            self.seconds,
+            seconds(self.after),
             thousands(removed),
             if removed == 1 { "entry" } else { "entries" },
             size(bytes),
@@ -155,5 +155,15 @@ impl Deadline {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A poisoned lock still holds counts worth reporting.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `38` for whole seconds (every `--deadline`), `1.4` for what the node agent's answer
+/// made of it (issue 39).
+fn seconds(after: Duration) -> String {
+    if after.subsec_millis() == 0 {
+        after.as_secs().to_string()
+    } else {
+        format!("{:.1}", after.as_secs_f64())
     }
 }

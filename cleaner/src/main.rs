@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use deadline::Deadline;
 use prestop_clean::agent::reporting::{outcome_of, send_report, Outcome};
-use prestop_clean::agent::{AgentArgs, Question, NODE_AGENT};
+use prestop_clean::agent::{
+    ask_grace, sidecar_deadline, AgentArgs, GraceLeft, Question, DEADLINE_MARGIN, NODE_AGENT,
+};
 use prestop_clean::argv::{
     Before, EmptyArgs, HookArgs, SidecarArgs, Target, EMPTY, HOOK, INSTALL, SIDECAR,
 };
@@ -119,7 +121,7 @@ fn hook(args: &HookArgs) -> u8 {
     let deadline = args.deadline.map(|seconds| {
         Deadline::arm(
             Instant::now(),
-            seconds,
+            Duration::from_secs(seconds),
             &args.targets,
             args.node_agent.as_deref(),
         )
@@ -271,21 +273,50 @@ fn sidecar(args: &SidecarArgs) -> u8 {
             "SIGTERM"
         }
     );
-    // The sidecar's deadline counts from the signal: the kubelet's kill counts from it too.
-    let deadline = args.deadline.map(|seconds| {
-        Deadline::arm(
-            Instant::now(),
-            seconds,
-            &args.targets,
-            args.node_agent.as_deref(),
-        )
-    });
+    // The sidecar's deadline counts from the signal, and is shortened to the kubelet's
+    // kill when the node agent says it comes sooner (issue 39).
+    let signalled = Instant::now();
+    let deadline = sidecar_deadline_after(args)
+        .map(|after| Deadline::arm(signalled, after, &args.targets, args.node_agent.as_deref()));
     let question = Question {
         socket: args.node_agent.as_deref(),
         pod_ending: args.restartable,
     };
     clean_all(&args.targets, question, deadline);
     0
+}
+
+/// How long after its signal the sidecar stops itself: its `--deadline`, its share of the
+/// grace period as the webhook planned it, or less when the node agent says the pod's
+/// grace period ends sooner: the app containers used more of it, and the kubelet gives
+/// the sidecar only what is left (at least 2 s). The agent's answer only ever shortens
+/// it; without one the deadline stands, as before.
+fn sidecar_deadline_after(args: &SidecarArgs) -> Option<Duration> {
+    let own = args.deadline.map(Duration::from_secs);
+    let left = match args.node_agent.as_deref().map(ask_grace) {
+        None => None,
+        Some(Ok(GraceLeft::EndsIn(left))) => Some(left),
+        Some(Ok(GraceLeft::Unknown(why))) => {
+            eprintln!("prestop-clean: the node agent cannot say when the pod's grace period ends ({why}): the deadline counts from the signal");
+            None
+        }
+        Some(Err(why)) => {
+            eprintln!("prestop-clean: no word from the node agent on the pod's grace period ({why}): the deadline counts from the signal");
+            None
+        }
+    };
+    let after = sidecar_deadline(own, left, DEADLINE_MARGIN);
+    if let (Some(left), Some(after)) = (left, after) {
+        if own.is_none_or(|own| after < own) {
+            eprintln!(
+                "prestop-clean: the pod's grace period ends in {:.1} s (the node agent says): stopping {:.1} s after the signal{}",
+                left.as_secs_f64(),
+                after.as_secs_f64(),
+                own.map_or(String::new(), |own| format!(", not {} s", own.as_secs()))
+            );
+        }
+    }
+    after
 }
 
 /// The node reaper's walk: becomes the pod's user with no capability (before anything

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use prestop_clean::agent::{encode_report, Outcome};
+use prestop_clean::agent::{ask_grace, encode_report, GraceLeft, Outcome};
 use rustix::net::{sendmsg, SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
 use support::agent::NodeAgent;
 use support::{wait_until, Sandbox, BIN};
@@ -216,4 +216,32 @@ fn reports_with_a_descriptor_or_malformed_are_refused() {
         raw(&agent, &report, &[]),
         "logged: this node agent has no API server\n"
     );
+}
+
+/// Issue 39, the sidecar's deadline: `prestop-grace 1` asks how long the asking pod has.
+/// It carries no descriptor either, and a process in no pod's cgroup (this test) has no
+/// pod to ask about: the static agent answers `unknown`, and the client reads that as no
+/// answer to shorten anything by. Anything after the line is not the question.
+#[test]
+fn a_question_of_time_is_answered_and_carries_no_descriptor() {
+    let sandbox = Sandbox::new();
+    let agent = NodeAgent::start();
+    assert_eq!(
+        raw(&agent, b"prestop-grace 1\n", &[]),
+        "unknown: the asking process is in no pod's cgroup\n"
+    );
+    let dir = fs::File::open(&sandbox.target).expect("open");
+    assert_eq!(
+        raw(&agent, b"prestop-grace 1\n", &[dir.as_fd()]),
+        "refused: a question of time carries no descriptor, this one 1\n"
+    );
+    assert!(raw(&agent, b"prestop-grace 2\n", &[]).starts_with("refused: "));
+    assert_eq!(
+        ask_grace(agent.socket.to_str().expect("UTF-8")),
+        Ok(GraceLeft::Unknown(
+            "the asking process is in no pod's cgroup".to_owned()
+        ))
+    );
+    // No agent: an error, which the sidecar reads as "the deadline stands".
+    assert!(ask_grace(sandbox.path("no-agent.sock").to_str().expect("UTF-8")).is_err());
 }

@@ -559,13 +559,14 @@ restart_cgroup_remove() {
   RESTART_CGROUP=
 }
 # One life of the sidecar: started in the pod's cgroup, SIGTERM once ready (as the kubelet
-# stops it), its lines in $WORK/s11-sidecar.log.
+# stops it), its lines in $WORK/s11-sidecar.log. DEADLINE: its --deadline, if any.
 restart_sidecar_life() { # dir host-path socket
-  local cleaner pid
+  local cleaner pid deadline=()
   cleaner="$(dirname "$BIN")/prestop-clean"
+  [[ -z "${DEADLINE:-}" ]] || deadline=(--deadline "$DEADLINE")
   : >"$WORK/s11-sidecar.log"
   sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' _ "$RESTART_CGROUP" \
-    "$cleaner" sidecar --node-agent "$3" --restartable --target "$1" --host "$2" --whole-filesystem \
+    "$cleaner" sidecar "${deadline[@]}" --node-agent "$3" --restartable --target "$1" --host "$2" --whole-filesystem \
     2>"$WORK/s11-sidecar.log" &
   pid=$!
   wait_for 10 grep -q "sidecar ready" "$WORK/s11-sidecar.log" || {
@@ -634,6 +635,9 @@ restartable_pod_ends_on_the_nodes_word() {
   expect "its SIGTERM in a sandbox recreation removes nothing: the agent says the pod is not ending ($(tail -1 "$WORK/s11-sidecar.log" | cut -c1-300))" \
     grep -q "the node agent says: pod e2e/$name is neither being deleted nor finished" "$WORK/s11-sidecar.log"
   expect "every file stays" untouched "$dir"
+  # Issue 39: not being deleted, the pod's object says no end: the deadline stands.
+  expect "the agent cannot say when a pod not being deleted is killed, and the sidecar says so" \
+    grep -q "the node agent cannot say when the pod's grace period ends (the pod is not being deleted" "$WORK/s11-sidecar.log"
   expect "its report is a Warning PrestopCleanupRefused Event on the pod, with the agent's sentence" \
     wait_for 10 pod_event_says "$name" PrestopCleanupRefused "Warning skipped $dir: "
   # Started again in place (restartCount 1), and stopped again by another recreation.
@@ -643,11 +647,15 @@ restartable_pod_ends_on_the_nodes_word() {
   expect "the agent answered not-ending twice" \
     test "$(grep -c "not-ending: pod e2e/$name is neither being deleted nor finished" "$WORK/agent.log")" -eq 2
 
-  # The pod's deletion begins (the finalizer keeps the object, as a grace period does).
-  k delete pod -n e2e "$name" --wait=false >/dev/null
-  expect "the sidecar's last life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
+  # The pod's deletion begins (the finalizer keeps the object, as a grace period does),
+  # with 5 s of grace: the app containers used the rest of what the webhook planned, so
+  # the kubelet would kill the sidecar 5 s on, well before its --deadline of 28 (issue 39).
+  k delete pod -n e2e "$name" --grace-period=5 --wait=false >/dev/null
+  DEADLINE=28 expect "the sidecar's last life ends" restart_sidecar_life "$dir" "/scratch/$name" "$sock"
   expect "once the deletion began, its SIGTERM empties the directory ($(tail -1 "$WORK/s11-sidecar.log" | cut -c1-300))" \
     is_emptied "$dir"
+  expect "the sidecar's deadline is the kubelet's kill less 2 s, from the agent, not its 28 s ($(grep 'grace period ends' "$WORK/s11-sidecar.log" | cut -c1-300))" \
+    grep -qE "the pod's grace period ends in [3-5]\.[0-9] s \(the node agent says\): stopping [1-3]\.[0-9] s after the signal, not 28 s" "$WORK/s11-sidecar.log"
   # Each question used to LIST the node's pods at least once (three or more here); the
   # watch lists once, when it starts. Only another client's LIST (a reaper walk's own
   # watch) can count now.

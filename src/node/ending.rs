@@ -79,6 +79,38 @@ pub fn decide(pod: Option<&Pod>, uid: &str, node: &str, now: DateTime<Utc>) -> R
     ))
 }
 
+/// How long until the deletion's grace period of `pod` (the pod of `uid` among node
+/// `node`'s, if listed) ends at `now`, for the cleanup sidecar's deadline (issue 39): the
+/// API server sets `deletionTimestamp` to the deletion's time plus the grace period, and
+/// the kubelet, which counts from when it sees the deletion, kills no earlier. Zero once
+/// it has passed. A pod that is not being deleted has no such end in its object: the
+/// kubelet ends it on its own (eviction, `activeDeadlineSeconds`, node shutdown) with a
+/// grace period it does not publish, and the sidecar keeps its own deadline.
+pub fn grace_left(
+    pod: Option<&Pod>,
+    uid: &str,
+    node: &str,
+    now: DateTime<Utc>,
+) -> Result<std::time::Duration, String> {
+    let Some(pod) = pod else {
+        return Err(format!(
+            "the API server lists no pod of uid {uid} on node {node}"
+        ));
+    };
+    let Some(end) = &pod.metadata.deletion_timestamp else {
+        return Err(
+            "the pod is not being deleted: the kubelet ends it on its own, with a \
+                    grace period its object does not show"
+                .to_owned(),
+        );
+    };
+    Ok(end
+        .0
+        .signed_duration_since(now)
+        .to_std()
+        .unwrap_or_default())
+}
+
 /// Every app container has a status that says it exited 0, and none has a policy of its
 /// own that could start it again (a container-level `restartPolicy`, restart rules).
 fn every_app_container_succeeded(
@@ -136,6 +168,31 @@ mod tests {
 
     fn now() -> DateTime<Utc> {
         "2026-12-05T12:00:00Z".parse().expect("a time")
+    }
+
+    #[test]
+    fn the_grace_left_is_the_deletions_end_and_only_that() {
+        let ms = std::time::Duration::from_millis;
+        let deleted = |at: &str| pod("Never", json!({"metadata": {"deletionTimestamp": at}}));
+        assert_eq!(
+            grace_left(Some(&deleted("2026-12-05T12:00:30Z")), UID, "node-a", now()),
+            Ok(ms(30_000))
+        );
+        // Passed: the kubelet still gives its least 2 s, which the sidecar adds itself.
+        assert_eq!(
+            grace_left(Some(&deleted("2026-12-05T11:59:00Z")), UID, "node-a", now()),
+            Ok(ms(0))
+        );
+        // Ended by the kubelet alone (here its deadline ran out): no end in the object.
+        let evicted = pod(
+            "Never",
+            json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}}),
+        );
+        assert!(decide(Some(&evicted), UID, "node-a", now()).is_ok());
+        let why = grace_left(Some(&evicted), UID, "node-a", now()).unwrap_err();
+        assert!(why.contains("not being deleted"), "{why}");
+        let why = grace_left(None, UID, "node-a", now()).unwrap_err();
+        assert!(why.contains("lists no pod of uid"), "{why}");
     }
 
     fn decided(pod: &Pod) -> Result<(), String> {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use prestop_clean::agent::{serve_with, AgentArgs, Outcome, PodEnding, Told};
+use prestop_clean::agent::{serve_with, AgentArgs, GraceLeft, Outcome, PodEnding, Told};
 
 pub mod events;
 pub mod others;
@@ -32,6 +32,9 @@ use others::Others;
 /// before it may take up to 3 s. The kubelet writes a container's exit (or its
 /// `DisruptionTarget` condition) to the API server a moment after the SIGTERM that asks.
 const PATIENCE: Duration = Duration::from_millis(1500);
+/// How long a question of time waits for the picture to show the deletion: the sidecar
+/// gives the whole exchange [`prestop_clean::agent::GRACE_PATIENCE`] (500 ms).
+const GRACE_PATIENCE: Duration = Duration::from_millis(300);
 /// How long the agent waits at start for its first complete list before it says, in its
 /// log, that it has none.
 const FIRST_SYNC: Duration = Duration::from_secs(10);
@@ -132,6 +135,19 @@ impl PodEnding for FromWatch {
             let pod = picture.pod(uid).map(|pod| pod.as_ref());
             ending::decide(pod, uid, &self.node, k8s_openapi::chrono::Utc::now())
         })
+    }
+
+    fn grace_left(&self, uid: &str) -> GraceLeft {
+        // The kubelet acts on the deletion it sees in its own watch; this one may see it a
+        // moment later.
+        let answer = self.pods.wait_for(GRACE_PATIENCE, |picture| {
+            let pod = picture.pod(uid).map(|pod| pod.as_ref());
+            ending::grace_left(pod, uid, &self.node, k8s_openapi::chrono::Utc::now())
+        });
+        match answer {
+            Ok(left) => GraceLeft::EndsIn(left),
+            Err(why) => GraceLeft::Unknown(why),
+        }
     }
 
     fn others_reach(&self, asker: Option<&str>, host: &[u8]) -> Result<(), Busy> {

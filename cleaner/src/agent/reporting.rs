@@ -221,24 +221,30 @@ pub(super) fn is_report(bytes: &[u8]) -> Option<bool> {
 /// on a thread of its own, which is left behind (the program is about to exit) should a
 /// connect block on a full backlog.
 pub fn send_report(socket: &str, outcome: Outcome, line: &str) -> Result<String, String> {
+    send_within(socket, encode_report(outcome, line), REPORT_PATIENCE)
+}
+
+/// One request without a descriptor, and its answer line, within `patience` all told (a
+/// report, [`super::grace`]'s question).
+pub(super) fn send_within(
+    socket: &str,
+    request: Vec<u8>,
+    patience: Duration,
+) -> Result<String, String> {
     let (tell, told) = mpsc::channel();
-    let (socket, request) = (socket.to_owned(), encode_report(outcome, line));
+    let socket = socket.to_owned();
     let spawned = std::thread::Builder::new().spawn(move || {
-        let _ = tell.send(exchange(&socket, &request));
+        let _ = tell.send(exchange(&socket, &request, patience));
     });
     if let Err(err) = spawned {
         return Err(format!("cannot start a thread: {err}"));
     }
-    told.recv_timeout(REPORT_PATIENCE).unwrap_or_else(|_| {
-        Err(format!(
-            "no answer within {:.1} s",
-            REPORT_PATIENCE.as_secs_f64()
-        ))
-    })
+    told.recv_timeout(patience)
+        .unwrap_or_else(|_| Err(format!("no answer within {:.1} s", patience.as_secs_f64())))
 }
 
-fn exchange(socket: &str, request: &[u8]) -> Result<String, String> {
-    let deadline = Instant::now() + REPORT_PATIENCE;
+fn exchange(socket: &str, request: &[u8], patience: Duration) -> Result<String, String> {
+    let deadline = Instant::now() + patience;
     let mut stream = UnixStream::connect(socket).map_err(|err| format!("cannot connect: {err}"))?;
     let left = || {
         let left = deadline.saturating_duration_since(Instant::now());

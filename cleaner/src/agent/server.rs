@@ -34,6 +34,7 @@ use rustix::fs::{Mode, OFlags};
 
 use super::args::AgentArgs;
 use super::ending::{ending_answer, PodEnding, Told};
+use super::grace::{grace_answer as grace_answer_line, GraceLeft};
 use super::http;
 use super::judge::{busy_answer, judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_STUCK};
@@ -266,6 +267,7 @@ fn answer(
         Ok(Incoming::Report { outcome, line }) => {
             return (None, report_answer(peer, shared, outcome, &line))
         }
+        Ok(Incoming::Grace) => return (None, grace_answer(peer, shared)),
     };
     // In the pod's queue, the pods in turn; a request that waited too long to be judged
     // within the cleaner's patience is told `busy`, and asks again.
@@ -356,7 +358,7 @@ fn answer(
 struct Answer {
     line: String,
     on_the_node: Option<String>,
-    /// The answer to a report, not a verdict.
+    /// The answer to a report or to a question of time: no verdict, not counted as one.
     report: bool,
 }
 
@@ -373,6 +375,21 @@ impl Answer {
 /// A cleanup's report, about the pod the kernel names: handed to the source of pods
 /// (an Event on that pod), or only logged by an agent without one. Counted apart from
 /// the answers to questions.
+/// How long the asking pod has, from the pod the kernel names (issue 39: the sidecar's
+/// deadline). Asks no judgement, takes no turn.
+fn grace_answer(peer: &Peer, shared: &Shared) -> Answer {
+    let left = match (&peer.pod, &shared.pod_ending) {
+        (None, _) => GraceLeft::Unknown("the asking process is in no pod's cgroup".to_owned()),
+        (Some(_), None) => GraceLeft::Unknown("this node agent has no API server".to_owned()),
+        (Some(uid), Some(source)) => source.grace_left(uid),
+    };
+    Answer {
+        line: grace_answer_line(&left),
+        on_the_node: None,
+        report: true,
+    }
+}
+
 fn report_answer(peer: &Peer, shared: &Shared, outcome: Outcome, line: &str) -> Answer {
     let told = match &shared.pod_ending {
         Some(source) => source.report(peer.pod.as_deref(), outcome, line),

@@ -13,6 +13,7 @@ use rustix::fs::Mode;
 use rustix::io::Errno;
 use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags};
 
+use super::grace::is_grace_request;
 use super::protocol::{parse_request, Request, MAX_REQUEST, TIMEOUT};
 use super::reporting::{is_report, parse_report, CleanupReport, Outcome};
 use crate::report::escape;
@@ -28,12 +29,15 @@ pub(super) enum Incoming {
         outcome: Outcome,
         line: String,
     },
+    /// How long the asking pod has ([`super::grace`]).
+    Grace,
 }
 
 /// What the bytes so far are.
 enum Parsed {
     Question(Vec<u8>, bool),
     Report(Outcome, String),
+    Grace,
 }
 
 /// Binds `socket` mode 0666 (pods run as any uid), after removing a stale socket there;
@@ -128,9 +132,13 @@ pub(super) fn read_request(stream: &UnixStream) -> Result<Incoming, String> {
                 report
                     .map(|CleanupReport { outcome, line }| Parsed::Report(outcome, line.to_owned()))
             }),
-            Some(false) => parse_request(bytes).map(|request| {
-                request.map(|Request { host, ending }| Parsed::Question(host.to_vec(), ending))
-            }),
+            Some(false) => match is_grace_request(bytes) {
+                Some(true) => Ok(Some(Parsed::Grace)),
+                None => Ok(None),
+                Some(false) => parse_request(bytes).map(|request| {
+                    request.map(|Request { host, ending }| Parsed::Question(host.to_vec(), ending))
+                }),
+            },
         };
         match parsed {
             Ok(Some(parsed)) => break parsed,
@@ -144,9 +152,15 @@ pub(super) fn read_request(stream: &UnixStream) -> Result<Incoming, String> {
         Parsed::Report(outcome, line) if fds == 0 && !truncated => {
             return Ok(Incoming::Report { outcome, line })
         }
-        Parsed::Report(..) => {
+        Parsed::Grace if fds == 0 && !truncated => return Ok(Incoming::Grace),
+        Parsed::Report(..) | Parsed::Grace => {
             return Err(format!(
-                "a report carries no descriptor, this one {}{}",
+                "a {} carries no descriptor, this one {}{}",
+                if matches!(parsed, Parsed::Grace) {
+                    "question of time"
+                } else {
+                    "report"
+                },
                 if truncated { "more than " } else { "" },
                 fds
             ))
