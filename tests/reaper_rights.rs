@@ -131,6 +131,41 @@ async fn unknown_user_is_refused() {
     assert_eq!(refusals(&reaper, "user_unknown"), 1.0);
 }
 
+/// A pod without runAsUser whose cleanup in the pod emptied its directory (the common
+/// case): nothing is left to walk, so its user is not needed and no refusal is counted.
+/// Counting one made PrestopInjectorReaperKeepingDirectories page for every such pod
+/// (issue 39, seen by e2e/install's live Prometheus). A directory that holds anything is
+/// still refused as before (`unknown_user_is_refused`).
+#[tokio::test]
+async fn a_directory_its_cleanup_emptied_needs_no_user() {
+    let node = Node::new();
+    let dir = node.scratch("/mnt/scratch/job");
+    let pod = injected_pod_with("job-a", "/mnt/scratch/job", json!({}));
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod]);
+    // The pod's preStop empties it, then the pod goes.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    reaper.on_event(Event::Delete(pod));
+    reaper.act_on_due().await;
+    assert_eq!(refusals(&reaper, "user_unknown"), 0.0);
+    assert_eq!(
+        metric(
+            &reaper,
+            "prestop_injector_reaper_directories_already_empty_total"
+        ),
+        1.0
+    );
+    assert!(dir.is_dir(), "the directory itself stays");
+    assert!(reaper.ledger.records().is_empty(), "dealt with: forgotten");
+}
+
 /// `hostUsers: false`: the pod's uids are mapped to others on the node, so its rights
 /// there are not known, whatever runAsUser says.
 #[tokio::test]

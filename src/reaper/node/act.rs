@@ -77,7 +77,12 @@ impl Reaper {
             }
         };
         let user = match walk_user(due) {
-            Ok(user) => user,
+            Ok(user) => Some(user),
+            // Its cleanup in the pod already emptied it (the common case): no walk, so no
+            // user is needed, and a refusal would count a directory as kept that is not
+            // (PrestopInjectorReaperKeepingDirectories paged for every pod without
+            // runAsUser whose preStop did its work, seen by e2e/install's Prometheus).
+            Err(_) if nothing_left_in(&location) => None,
             Err((reason, detail)) => {
                 self.metrics.refused(reason);
                 let message = format!(
@@ -120,6 +125,17 @@ impl Reaper {
             self.events.send(Kind::Normal, events::WOULD_EMPTY, &event);
             return Next::Forget;
         }
+        let Some(user) = user else {
+            self.metrics.already_empty.inc();
+            tracing::info!(
+                directory,
+                location,
+                "nothing left to empty (its preStop cleaned, or it is gone), left by {pods}; \
+                 its pods' user was not needed"
+            );
+            self.remove_per_pod(due, &location).await;
+            return Next::Forget;
+        };
         // Looked at before the walk removes it, used only after the walk's outcome and only
         // for counting: a forged marker adds one to a counter and changes nothing else.
         let cut_off = cut_off_marker(&location);
@@ -301,6 +317,20 @@ impl Reaper {
 fn cut_off_marker(location: &str) -> bool {
     std::fs::symlink_metadata(Path::new(location).join(prestop_clean::CUT_OFF_MARKER))
         .is_ok_and(|meta| meta.file_type().is_file())
+}
+
+/// Whether the directory is gone, or an empty directory that is no symlink: a read-only
+/// look that decides only whether a walk, and so the pods' user, is needed. Whatever
+/// replaced it meanwhile, nothing is removed on its word (the per-pod `rmdir` checks
+/// again, and removes only an empty directory).
+fn nothing_left_in(location: &str) -> bool {
+    match std::fs::symlink_metadata(location) {
+        Err(error) => error.kind() == std::io::ErrorKind::NotFound,
+        Ok(meta) if meta.is_dir() => {
+            std::fs::read_dir(location).is_ok_and(|mut entries| entries.next().is_none())
+        }
+        Ok(_) => false,
+    }
 }
 
 /// The one user the directory's gone pods would have emptied it as; `Err` is the metric
