@@ -158,7 +158,7 @@ install_kustomize() { # mode [reaper]
     k get namespace "$ns" >/dev/null 2>&1 || k create namespace "$ns" >/dev/null || return 1
     k label namespace "$ns" --overwrite "kubernetes.io/metadata.name=$ns" >/dev/null || return 1
   done
-  OUT="$WORK/certs" DAYS=2 PRESTOP_INJECTOR="$BIN" bash "$ROOT/certs/generate.sh" "$mode" \
+  OUT="$WORK/certs" PRESTOP_INJECTOR="$BIN" bash "$ROOT/certs/generate.sh" "$mode" \
     >>"$WORK/generate.log" 2>&1 || { log "certs/generate.sh $mode failed"; return 1; }
   KUSTOMIZE_REAPER=$reaper
   kustomize_write "$mode" "$reaper" "$WORK/certs/tls/ca.crt"
@@ -180,7 +180,7 @@ uninstall_kustomize() {
 certs_ca_both_kustomize() {
   local keep="$WORK/certs-old"
   rm -rf "$keep" && cp -r "$WORK/certs" "$keep"
-  OUT="$WORK/certs" DAYS=2 FORCE=1 PRESTOP_INJECTOR="$BIN" bash "$ROOT/certs/generate.sh" "$KUSTOMIZE_MODE" \
+  OUT="$WORK/certs" FORCE=1 PRESTOP_INJECTOR="$BIN" bash "$ROOT/certs/generate.sh" "$KUSTOMIZE_MODE" \
     >>"$WORK/generate.log" 2>&1 || return 1
   cat "$keep/tls/ca.crt" "$WORK/certs/tls/ca.crt" >"$WORK/ca-both.crt"
   cp "$WORK/certs/$KUSTOMIZE_MODE/secret.yaml" "$WORK/secret-new.yaml"

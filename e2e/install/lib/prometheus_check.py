@@ -1,16 +1,16 @@
 """The live half of issue 33's monitoring check, run by lib/prometheus.sh against Debian's
 real Prometheus scraping the installed webhook, reaper and node agent:
 
-    python3 prometheus_check.py PORT DASHBOARD.json RULES.yaml NO_DATA_OK_REGEX
+    python3 prometheus_check.py PORT DASHBOARD.json RULES.yaml SINCE
 
 waits until every target is up, then queries every dashboard expr and every alert expr
 through /api/v1/query: each must evaluate without error or warning, and each panel must
-have series unless all its queries match NO_DATA_OK_REGEX (e.g. the node agent's, when this
-build's agent serves no /metrics). Then every rule the rule manager loaded must be healthy.
-Prints one line per finding and exits 1 on any; polls with a deadline, no fixed sleep.
+have series. Then every rule the rule manager loaded must be healthy, and no alert may have
+been pending or firing since SINCE (unix seconds; issue 39: the suite's own rollout and
+certificate rotation page no one). Prints one line per finding and exits 1 on any; polls
+with a deadline, no fixed sleep.
 """
 import json
-import re
 import sys
 import time
 import urllib.parse
@@ -18,7 +18,7 @@ import urllib.request
 
 import yaml
 
-port, dashboard_file, rules_file, no_data_ok = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+port, dashboard_file, rules_file, since = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 base = f"http://127.0.0.1:{port}/api/v1"
 # Loopback: never through a proxy the environment may name.
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -79,10 +79,9 @@ for panel in dashboard["panels"]:
             series += len(query(expr))
         except ValueError as e:
             findings.append(f"panel {panel['title']!r}: {expr}: {e}")
-    optional = all(re.search(no_data_ok, e) for e in exprs)
-    if not series and not optional:
+    if not series:
         findings.append(f"panel {panel['title']!r} has no series: {exprs}")
-    print(f"panel {panel['title']!r}: {series} series{' (no data expected)' if optional and not series else ''}")
+    print(f"panel {panel['title']!r}: {series} series")
 
 rules = yaml.safe_load(open(rules_file))
 names = []
@@ -107,7 +106,20 @@ def rules_healthy():
 if not until(30, rules_healthy):
     findings.append(f"the rule manager did not evaluate all {len(names)} alerts healthy within 30 s")
 firing = [a["labels"]["alertname"] for a in api("/alerts")["data"]["alerts"]]
-print(f"alerts pending or firing: {sorted(set(firing)) or 'none'}")
+print(f"alerts pending or firing now: {sorted(set(firing)) or 'none'}")
+# Every state an alert was in since SINCE, from Prometheus' own ALERTS series.
+now = int(time.time())
+if since:
+    answer = api("/query_range?" + urllib.parse.urlencode(
+        {"query": "ALERTS", "start": since, "end": now, "step": 2}))
+    for series in answer["data"]["result"]:
+        labels = series["metric"]
+        first = int(float(series["values"][0][0]))
+        findings.append(f"alert {labels['alertname']} was {labels['alertstate']} "
+                        f"{first - since} s after the install's targets were up "
+                        f"({', '.join(f'{k}={v}' for k, v in sorted(labels.items()) if k not in ('__name__', 'alertname', 'alertstate'))})")
+    print(f"alerts since the install ({now - since} s): "
+          f"{len(answer['data']['result'])} series pending or firing")
 for line in findings:
     print(f"FINDING {line}")
 sys.exit(1 if findings else 0)
