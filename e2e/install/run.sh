@@ -87,6 +87,8 @@ source "$HERE/lib/helm.sh"
 source "$HERE/lib/scenarios.sh"
 # shellcheck source=lib/prometheus.sh
 source "$HERE/lib/prometheus.sh"
+# shellcheck source=lib/runbooks.sh
+source "$HERE/lib/runbooks.sh"
 
 # shellcheck source=../node/lib/suite.sh
 source "$ROOT/e2e/node/lib/suite.sh"

@@ -70,6 +70,7 @@ apiserver_start() {
     --bind-address "$API_HOST" --advertise-address "$API_HOST" --secure-port "$API_PORT" "${insecure[@]}" \
     --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
     --client-ca-file "$PKI/ca.crt" \
+    --kubelet-client-certificate "$PKI/admin.crt" --kubelet-client-key "$PKI/admin.key" \
     --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
     --service-account-issuer https://kubernetes.default.svc \
     --authorization-mode RBAC \
@@ -138,8 +139,10 @@ KUBECONFIG
 
   # The webhook's Service name resolves to loopback, so TLS still verifies that name. Our
   # own line even when another run's is there: that run removes its line when it ends,
-  # and creates would fail mid-run (seen with two suites at once).
-  echo "127.0.0.1 $WEBHOOK_HOST $HOSTS_MARK" >>/etc/hosts
+  # and creates would fail mid-run (seen with two suites at once). So does the node's
+  # name, where a suite runs a kubelet (it serves on 127.0.0.1): `kubectl logs` and
+  # `exec` go from the API server to the kubelet by that name, as the runbooks' do.
+  echo "127.0.0.1 $WEBHOOK_HOST ${NODE_NAME:-} $HOSTS_MARK" >>/etc/hosts
 }
 
 # Stops what cluster_start and start_webhook started — the webhook, then PIDS newest

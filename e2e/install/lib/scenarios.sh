@@ -361,6 +361,8 @@ run_install_pass() { # method
     scenario "$M: namespace-opt-in: a labelled namespace's unannotated Job is injected; uninstall" namespace_opt_in
     return
   fi
+  # From here to the end of the pass, as an operator's Prometheus would (lib/prometheus.sh).
+  scenario "$M: a real Prometheus finds the installed pods through the API server and scrapes them" prometheus_start
   scenario "$M: the Deployment: 2 ready replicas, probes green, restricted, read-only root, certs from the Secret" deployment_as_shipped
   scenario "$M: seed Job injected through the Service, runs; kubectl delete job empties its host dir" seed_through_service
   # A method may roll the pods its own way instead (lib/helm.sh: helm upgrade with a
@@ -381,7 +383,14 @@ run_install_pass() { # method
   if declare -F "scenarios_$M" >/dev/null; then "scenarios_$M"; fi
   scenario "$M: the reaper DaemonSet (out of dry-run) empties a force-deleted pod's directory" reaper_daemonset
   # After the suite's traffic and the reaper's work (lib/prometheus.sh, issue 33).
-  scenario "$M: a real Prometheus scrapes webhook, reaper and agent; every dashboard query and alert evaluates" prometheus_live
+  scenario "$M: a real Prometheus scrapes webhook, reaper and agent; every dashboard query and alert evaluates; no alert through the rollout and rotation" prometheus_live
+  # The on-call's commands as docs/RUNBOOKS.md prints them (issue 39; lib/runbooks.sh).
+  scenario "$M: every command of the runbooks runs against this install (changes as server-side dry runs)" runbooks_live
+  # 5 minutes of the alert's own `for:`: on one pass only (CI's 1.37 run has both).
+  if [[ $M == "${PRESTOP_E2E_ALERT_PASS:-kustomize}" ]]; then
+    scenario "$M: a node whose agent cannot judge: cleanups refused, PrestopInjectorNodeAgentRefusing fires, the reaper empties them after" agent_refusing_fires
+  fi
+  prometheus_stop
   scenario "$M: uninstall leaves no webhook configuration; Jobs are still created" uninstall_then_create
   scenario "$M: namespace-opt-in: a labelled namespace's unannotated Job is injected; uninstall" namespace_opt_in
 }
