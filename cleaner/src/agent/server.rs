@@ -33,19 +33,20 @@ use std::time::Instant;
 use rustix::fs::{Mode, OFlags};
 
 use super::args::AgentArgs;
-use super::ending::{ending_answer, PodEnding, Told};
-use super::grace::{grace_answer as grace_answer_line, GraceLeft};
+use super::ending::{ending_answer, PodEnding};
 use super::http;
 use super::judge::{busy_answer, judge, Node};
 use super::limits::{JUDGE_DEADLINE, MAX_STUCK};
 use super::peer::Peer;
 use super::protocol::{shown, TIMEOUT};
 use super::queue::{Door, QUEUE_PATIENCE};
-use super::reporting::Outcome;
 use super::socket::{listen, read_request, Incoming};
 use super::stats::could_not;
 use super::stats::Stats;
 use crate::report::escape;
+
+mod answers;
+use answers::{grace_answer, report_answer, Answer};
 
 /// The subcommand that runs the agent.
 pub const NODE_AGENT: &str = "node-agent";
@@ -352,58 +353,4 @@ fn answer(
         ))),
     };
     (Some(host), answer)
-}
-
-/// The line a client gets, and what only the log says.
-struct Answer {
-    line: String,
-    on_the_node: Option<String>,
-    /// The answer to a report or to a question of time: no verdict, not counted as one.
-    report: bool,
-}
-
-impl Answer {
-    fn plain(line: String) -> Answer {
-        Answer {
-            line,
-            on_the_node: None,
-            report: false,
-        }
-    }
-}
-
-/// A cleanup's report, about the pod the kernel names: handed to the source of pods
-/// (an Event on that pod), or only logged by an agent without one. Counted apart from
-/// the answers to questions.
-/// How long the asking pod has, from the pod the kernel names (issue 39: the sidecar's
-/// deadline). Asks no judgement, takes no turn.
-fn grace_answer(peer: &Peer, shared: &Shared) -> Answer {
-    let left = match (&peer.pod, &shared.pod_ending) {
-        (None, _) => GraceLeft::Unknown("the asking process is in no pod's cgroup".to_owned()),
-        (Some(_), None) => GraceLeft::Unknown("this node agent has no API server".to_owned()),
-        (Some(uid), Some(source)) => source.grace_left(uid),
-    };
-    Answer {
-        line: grace_answer_line(&left),
-        on_the_node: None,
-        report: true,
-    }
-}
-
-fn report_answer(peer: &Peer, shared: &Shared, outcome: Outcome, line: &str) -> Answer {
-    let told = match &shared.pod_ending {
-        Some(source) => source.report(peer.pod.as_deref(), outcome, line),
-        None => Told::Logged("this node agent has no API server".to_owned()),
-    };
-    shared.stats.count_report(&told);
-    let answer = match told {
-        Told::Recorded => "recorded".to_owned(),
-        Told::Logged(why) => format!("logged: {why}"),
-        Told::Dropped(why) => format!("dropped: {why}"),
-    };
-    Answer {
-        on_the_node: Some(format!("report {}: {line}", outcome.word())),
-        line: answer,
-        report: true,
-    }
 }
