@@ -2,6 +2,7 @@
 //! that names the key, so a typo cannot silently fall back to a default.
 
 use crate::kube_version::KubeVersion;
+use crate::policy;
 use crate::seal_keys::SealKeys;
 use serde::Deserialize;
 use std::path::Path;
@@ -233,7 +234,7 @@ impl Config {
             }
         }
         for prefix in &self.allowed_host_path_prefixes {
-            if let Some(why) = crate::mutation::targets::prefix_refusal(prefix) {
+            if let Some(why) = policy::prefix_refusal(prefix) {
                 anyhow::bail!(
                     "allowedHostPathPrefixes entry {prefix:?} {why}: name the node's scratch \
                      directories themselves, e.g. /mnt/scratch"
@@ -242,9 +243,11 @@ impl Config {
         }
         if let Some(agent) = &self.node_agent {
             let directory = &agent.host_directory;
-            if let Some(why) =
-                crate::mutation::targets::node_agent_directory_refusal(directory, self)
-            {
+            if let Some(why) = policy::node_agent_directory_refusal(
+                directory,
+                &self.protected_host_paths,
+                &self.allowed_host_path_prefixes,
+            ) {
                 anyhow::bail!(
                     "nodeAgent.hostDirectory {directory:?} {why}: name a directory of the \
                      agent's own, e.g. {DEFAULT_NODE_AGENT_DIRECTORY}"

@@ -4,6 +4,8 @@
 //! Layers: [`mutation`] is the pure core; [`admission`] turns bytes into a decision and
 //! back; [`server`] is the HTTPS adapter; [`cli`] holds the offline commands; [`reaper`]
 //! is the node reaper, which reuses the core's target rules and the cleaner's walk;
+//! [`policy`] holds the host-path rules (allow-list, protected entries) that the
+//! [`config`] checks at start-up and the core applies to every target;
 //! [`seal_keys`] holds the keys with which the webhook seals what it injected and the
 //! reaper verifies it ([`mutation::seal`]).
 //!
@@ -56,6 +58,7 @@ pub mod kube_version;
 pub mod mutation;
 pub mod node;
 pub mod node_agent;
+pub mod policy;
 pub mod reaper;
 pub mod seal_keys;
 pub mod server;

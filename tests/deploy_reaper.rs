@@ -564,7 +564,10 @@ fn the_reaper_config_loads_and_allows_only_cleanable_prefixes() {
     );
     for prefix in &config.allowed_host_path_prefixes {
         assert!(
-            !prestop_injector::mutation::targets::is_protected_host_path(prefix, &config),
+            !prestop_injector::mutation::targets::is_protected_host_path(
+                prefix,
+                &config.protected_host_paths
+            ),
             "{prefix} is (or contains) a protected host path: mounting it would expose it"
         );
     }

@@ -394,22 +394,8 @@ fn read_file(krate: &mut Crate, path: &Path, module: &[String]) {
     read_module(krate, &tokens(&text), 0, module, &child_dir, path);
 }
 
-/// Edges known to close a circle, left out of the check until they are gone: (level,
-/// from, to). Each must still exist, so a fixed one is taken off this list.
-///
-/// - `config -> mutation`: `Config::from_yaml` refuses an `allowedHostPathPrefixes` entry
-///   the core's protected-path rule would refuse (`targets::prefix_refusal`), so the
-///   operator learns it at start-up. The rule reads `protectedHostPaths` from `Config`;
-///   moving it below both needs the rule to take the paths instead of the `Config`.
-const WAIVED: &[(&str, &str, &str)] = &[("crate", "config", "mutation")];
-
-/// Every cycle among sibling modules, as `level: a -> b -> a (where)` sentences, plus
-/// one sentence per waived edge that no longer exists.
+/// Every cycle among sibling modules, as `level: a -> b -> a (where)` sentences.
 fn cycles(lib_rs: &Path) -> Vec<String> {
-    cycles_waiving(lib_rs, &[])
-}
-
-fn cycles_waiving(lib_rs: &Path, waived: &[(&str, &str, &str)]) -> Vec<String> {
     let mut krate = Crate::default();
     read_file(&mut krate, lib_rs, &[]);
     // level -> from -> to -> one place that makes the edge
@@ -435,22 +421,6 @@ fn cycles_waiving(lib_rs: &Path, waived: &[(&str, &str, &str)]) -> Vec<String> {
             .or_insert_with(|| r.place.clone());
     }
     let mut found = Vec::new();
-    for &(level, from, to) in waived {
-        let key: Vec<String> = level
-            .split("::")
-            .filter(|s| *s != "crate")
-            .map(String::from)
-            .collect();
-        let removed = graph
-            .get_mut(&key)
-            .and_then(|edges| edges.get_mut(from))
-            .and_then(|targets| targets.remove(to));
-        if removed.is_none() {
-            found.push(format!(
-                "in {level}: the waived edge {from} -> {to} is gone: unwaive it"
-            ));
-        }
-    }
     for (level, edges) in &graph {
         let mut reported = BTreeSet::new();
         for start in edges.keys() {
@@ -507,7 +477,7 @@ fn manifest(path: &str) -> PathBuf {
 
 #[test]
 fn no_import_circles_in_src() {
-    let found = cycles_waiving(&manifest("src/lib.rs"), WAIVED);
+    let found = cycles(&manifest("src/lib.rs"));
     assert!(
         found.is_empty(),
         "import circles in src/:\n{}",

@@ -1,5 +1,5 @@
 //! The node's host directories that are never cleaned, whatever the allow-list says: the
-//! webhook refuses a prefix or a target that meets one (`src/mutation/targets/protection.rs`,
+//! webhook refuses a prefix or a target that meets one (`src/policy/mod.rs`,
 //! with the operator's `protectedHostPaths` too), and the node agent refuses an allowed
 //! prefix that a symlink on the node leads into one (issue 32: only root can make such a
 //! link, but an operator's link from `/mnt/disk` to `/run` must still clean nothing there).

@@ -23,7 +23,7 @@
 //! - The volume is never a cleanup target nor in the way of one: the mount is read-only
 //!   (so `auto` does not take it), and the config refuses a host directory that meets an
 //!   `allowedHostPathPrefixes` entry or is or holds a protected directory
-//!   ([`crate::mutation::targets::node_agent_directory_refusal`]).
+//!   ([`crate::policy::node_agent_directory_refusal`]).
 
 use super::delivery::{free_name, list, name_of, overlaps, update_named, update_our_mounts};
 use crate::config::Config;

@@ -6,106 +6,11 @@
 //! (or the prefix itself, when the expression may expand to nothing). Every check treats an
 //! open path as every directory it may be: fail closed.
 
-use super::mounts::{
-    is_at_or_below, kubelet_mount_path, normalize, on_one_line, sub_path, Mount, SubPath,
-};
+use super::mounts::{kubelet_mount_path, sub_path, Mount, SubPath};
 use crate::mutation::field::Field;
 use crate::mutation::hook::ours::is_our_sidecar;
+use crate::policy::{normalize, HostPath, Open};
 use serde_json::Value;
-
-/// A directory on the node, or the set of directories it may be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostPath {
-    /// Normalized; the path itself when `open` is `None`, else an ancestor of it.
-    pub known: String,
-    pub open: Option<Open>,
-}
-
-/// How far below [`HostPath::known`] the real directory may be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Open {
-    /// Strictly below it.
-    Below,
-    /// It, or anything below it.
-    AtOrBelow,
-}
-
-impl HostPath {
-    fn exact(known: String) -> HostPath {
-        HostPath { known, open: None }
-    }
-
-    /// Anywhere at all: what an unreadable host path may be.
-    fn anywhere() -> HostPath {
-        HostPath {
-            known: "/".to_owned(),
-            open: Some(Open::AtOrBelow),
-        }
-    }
-
-    /// Whether some directory this may be lies at or below `tree`, or contains it.
-    pub fn may_overlap(&self, tree: &str) -> bool {
-        // An open path may be `tree` itself whenever `tree` is below `known`.
-        on_one_line(&self.known, tree)
-    }
-
-    /// Whether some directory this may be is `entry` or contains it.
-    pub fn may_contain(&self, entry: &str) -> bool {
-        match self.open {
-            None | Some(Open::AtOrBelow) => is_at_or_below(entry, &self.known),
-            Some(Open::Below) => entry != self.known && is_at_or_below(entry, &self.known),
-        }
-    }
-
-    /// Whether every directory this may be lies at or below `prefix`.
-    pub fn surely_below(&self, prefix: &str) -> bool {
-        is_at_or_below(&self.known, prefix)
-    }
-
-    /// Whether some directory `other` may be lies at or below some directory this may be.
-    pub fn may_hold(&self, other: &HostPath) -> bool {
-        match (self.open, other.open) {
-            (None, None) => is_at_or_below(&other.known, &self.known),
-            // An open `other` may reach down to anything below an ancestor of ours.
-            (_, Some(_)) => on_one_line(&self.known, &other.known),
-            (Some(Open::Below), None) => {
-                other.known != self.known && is_at_or_below(&other.known, &self.known)
-            }
-            (Some(Open::AtOrBelow), None) => is_at_or_below(&other.known, &self.known),
-        }
-    }
-
-    /// This path, `suffix` (a normalized absolute container path below the mount) deeper.
-    pub fn join(&self, suffix: &str) -> HostPath {
-        if suffix == "/" || suffix.is_empty() {
-            return self.clone();
-        }
-        match self.open {
-            None => HostPath::exact(join(&self.known, suffix)),
-            // The suffix is at least one segment below the unknown part.
-            Some(_) => HostPath {
-                known: self.known.clone(),
-                open: Some(Open::Below),
-            },
-        }
-    }
-
-    /// For messages: `/data`, or `/data/*` when the directory below is unknown.
-    pub fn display(&self) -> String {
-        match self.open {
-            None => self.known.clone(),
-            Some(_) => join(&self.known, "/*"),
-        }
-    }
-}
-
-fn join(base: &str, suffix: &str) -> String {
-    if base == "/" {
-        suffix.to_owned()
-    } else {
-        format!("{base}{suffix}")
-    }
-}
 
 /// The pod volume called `name`.
 pub fn volume<'a>(spec: &'a Value, name: &str) -> Option<&'a Value> {
@@ -258,44 +163,4 @@ fn mount_view(
         host,
         mount_path,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn exact(path: &str) -> HostPath {
-        HostPath::exact(path.to_owned())
-    }
-
-    fn open(path: &str, open: Open) -> HostPath {
-        HostPath {
-            known: path.to_owned(),
-            open: Some(open),
-        }
-    }
-
-    #[test]
-    fn open_paths_are_every_directory_they_may_be() {
-        let below = open("/data", Open::Below);
-        assert!(below.may_overlap("/data/keep") && below.may_overlap("/"));
-        assert!(below.may_contain("/data/keep") && !below.may_contain("/data"));
-        assert!(open("/data", Open::AtOrBelow).may_contain("/data"));
-        assert!(!below.may_contain("/other"));
-        assert!(below.may_hold(&exact("/data/x")) && !below.may_hold(&exact("/data")));
-        assert!(exact("/data/x").may_hold(&open("/data", Open::Below)));
-        assert!(!exact("/data/x").may_hold(&exact("/data")));
-        assert!(below.surely_below("/data") && !below.surely_below("/data/x"));
-    }
-
-    #[test]
-    fn joins() {
-        assert_eq!(exact("/").join("/x"), exact("/x"));
-        assert_eq!(exact("/mnt").join("/x/y"), exact("/mnt/x/y"));
-        assert_eq!(
-            open("/mnt", Open::AtOrBelow).join("/x"),
-            open("/mnt", Open::Below)
-        );
-        assert_eq!(open("/mnt", Open::Below).display(), "/mnt/*");
-    }
 }

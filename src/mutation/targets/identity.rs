@@ -17,9 +17,10 @@
 //! unreadable `hostPath.path` or `subPath`), gets no `--host`: the program refuses it.
 
 use super::host::volume;
-use super::mounts::{mount_of, normalize, Mount};
+use super::mounts::{mount_of, Mount};
 use crate::config::Config;
 use crate::mutation::field::Field;
+use crate::policy::normalize;
 use prestop_clean::argv::Target;
 use serde_json::Value;
 

@@ -12,7 +12,7 @@
 //! - another mount of that container is at or below it, or shares its mount's path,
 //! - its host path lies outside `allowedHostPathPrefixes` (none configured: every host
 //!   path does), cannot be known, is inside a protected tree or contains a protected
-//!   entry ([`protection`]),
+//!   entry ([`crate::policy`]),
 //! - another view of a hostPath volume of the pod (any container, or just declared) has a
 //!   host path at or below it ([`host`]).
 //!
@@ -24,23 +24,24 @@ mod host;
 mod identity;
 pub(crate) mod messages;
 mod mounts;
-mod protection;
 pub(in crate::mutation) mod sharing;
 pub(in crate::mutation) mod stale_paths;
 pub(in crate::mutation) mod without_agent;
 
 pub use host::{
     container_views, mount_host_path, mount_host_path_with, pod_views, pod_views_resolving, volume,
-    HostPath, Open, View,
+    View,
 };
 pub use identity::{identify, identify_all, identify_in};
 pub use mounts::{
-    container_mounts, is_at_or_below, kubelet_mount_path, mount_of, mounts, normalize, on_one_line,
-    BadMount, Mount, SubPath,
+    container_mounts, kubelet_mount_path, mount_of, mounts, BadMount, Mount, SubPath,
 };
-pub use protection::{
-    is_allowed, is_protected_host_path, node_agent_directory_refusal, prefix_refusal,
-    protected_entry, PROTECTED_EXACT, PROTECTED_TREES, REAPER_STATE_TREE,
+// The host-path policy the target rule applies, under the names its callers have long
+// used here.
+pub use crate::policy::{
+    is_allowed, is_at_or_below, is_protected_host_path, node_agent_directory_refusal, normalize,
+    on_one_line, prefix_refusal, protected_entry, HostPath, Open, PROTECTED_EXACT, PROTECTED_TREES,
+    REAPER_STATE_TREE,
 };
 
 use crate::config::Config;
@@ -235,13 +236,13 @@ pub fn check_target(
         })?
         .join(&target[mount.path.len()..]);
     // Both checks refuse; when both apply, the protected entry is named: it says why.
-    if let Some(entry) = protected_entry(&host, config) {
+    if let Some(entry) = protected_entry(&host, &config.protected_host_paths) {
         return Err(PathRefusal::Protected {
             host_path: host.display(),
             entry,
         });
     }
-    if !protection::is_allowed(&host, config) {
+    if !is_allowed(&host, &config.allowed_host_path_prefixes) {
         return Err(PathRefusal::NotAllowed {
             host_path: host.display(),
             prefixes: config.allowed_host_path_prefixes.clone(),

@@ -10,13 +10,8 @@
 //! mount path, or a mount without a volume name) gets no cleanup at all.
 
 use crate::mutation::field::{At, Field};
+use crate::policy::is_at_or_below;
 use serde_json::Value;
-
-/// Collapses `//`, drops `.` and a trailing `/`; `None` for relative paths or `..`.
-/// This is the strict form annotations and configuration use.
-pub fn normalize(path: &str) -> Option<String> {
-    prestop_clean::host_path::normalize(path)
-}
 
 /// `path.Clean("/" + mount_path)` as the kubelet computes it, except that `..`, control
 /// characters and the empty string give `None` instead of a guess.
@@ -25,18 +20,6 @@ pub fn kubelet_mount_path(mount_path: &str) -> Option<String> {
         return None;
     }
     prestop_clean::host_path::clean_segments(mount_path)
-}
-
-/// Whether `path` is `base` or lies below it (both normalized).
-pub fn is_at_or_below(path: &str, base: &str) -> bool {
-    base == "/"
-        || path == base
-        || (path.starts_with(base) && path.as_bytes().get(base.len()) == Some(&b'/'))
-}
-
-/// Whether one of the two (normalized) paths is at or below the other.
-pub fn on_one_line(a: &str, b: &str) -> bool {
-    is_at_or_below(a, b) || is_at_or_below(b, a)
 }
 
 /// Which directory of its volume a mount shows.
@@ -243,17 +226,6 @@ mod tests {
         ] {
             assert_eq!(kubelet_mount_path(path).as_deref(), cleaned, "{path:?}");
         }
-    }
-
-    #[test]
-    fn at_or_below_respects_segment_boundaries() {
-        assert!(is_at_or_below("/data", "/data"));
-        assert!(is_at_or_below("/data/x", "/data"));
-        assert!(is_at_or_below("/anything", "/"));
-        assert!(!is_at_or_below("/database", "/data"));
-        assert!(!is_at_or_below("/dat", "/data"));
-        assert!(on_one_line("/data", "/data/x") && on_one_line("/data/x", "/data"));
-        assert!(!on_one_line("/data/x", "/data/y"));
     }
 
     #[test]

@@ -17,14 +17,14 @@ impl Reaper {
             known: directory.to_owned(),
             open: None,
         };
-        if let Some(entry) = protected_entry(&host, &self.config) {
+        if let Some(entry) = protected_entry(&host, &self.config.protected_host_paths) {
             let refusal = PathRefusal::Protected {
                 host_path: directory.to_owned(),
                 entry,
             };
             return Err(("protected", refusal.reason()));
         }
-        if !is_allowed(&host, &self.config) {
+        if !is_allowed(&host, &self.config.allowed_host_path_prefixes) {
             return Err((
                 "not_allowed",
                 "is outside allowedHostPathPrefixes".to_owned(),

@@ -1,4 +1,5 @@
-//! Host directories that may be cleaned, and the ones that never are (docs/DESIGN.md#targets).
+//! The host-path policy: host directories that may be cleaned, and the ones that never
+//! are (docs/DESIGN.md#targets).
 //!
 //! **The allow-list first.** No list of names can be complete (every distribution has its
 //! own layout), so only host paths at or below an `allowedHostPathPrefixes` entry are ever
@@ -8,17 +9,24 @@
 //! A protected entry protects what is above it too: emptying `/data` empties
 //! `/data/keep`. So a host path is refused when it is inside a protected tree **or
 //! contains** a protected entry, built-in or from `protectedHostPaths`.
+//!
+//! A room of its own, below both of its readers: [`crate::config`] checks the operator's
+//! lists against these rules at start-up, and the core (`mutation::targets`) and the
+//! reaper apply them to every target. So the rules take the lists they read
+//! (`protectedHostPaths`, `allowedHostPathPrefixes`) as arguments, not the `Config`, and
+//! this module imports neither.
 
-use super::host::HostPath;
-use super::mounts::normalize;
-use crate::config::Config;
+mod host_path;
 
+pub use host_path::{is_at_or_below, normalize, on_one_line, HostPath, Open};
 pub use prestop_clean::protected::{
     is_lib_tree, PROTECTED_EXACT, PROTECTED_TREES, REAPER_STATE_TREE,
 };
 
 /// The protected entry a host path is inside of or contains; `None` when it may be cleaned.
-pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
+/// `protected_host_paths` is the operator's `protectedHostPaths`, checked after the
+/// built-in list.
+pub fn protected_entry(host: &HostPath, protected_host_paths: &[String]) -> Option<String> {
     if is_lib_tree(&host.known) {
         let first = host.known.split('/').nth(1).unwrap_or_default();
         return Some(format!("/{first}"));
@@ -31,8 +39,7 @@ pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
     if let Some(tree) = PROTECTED_TREES.iter().find(|tree| host.may_overlap(tree)) {
         return Some((*tree).to_owned());
     }
-    let configured = config
-        .protected_host_paths
+    let configured = protected_host_paths
         .iter()
         .filter_map(|path| normalize(path));
     for tree in configured {
@@ -48,9 +55,8 @@ pub fn protected_entry(host: &HostPath, config: &Config) -> Option<String> {
 
 /// Whether every directory the host path may be lies at or below an
 /// `allowedHostPathPrefixes` entry. None configured: nothing is allowed.
-pub fn is_allowed(host: &HostPath, config: &Config) -> bool {
-    config
-        .allowed_host_path_prefixes
+pub fn is_allowed(host: &HostPath, allowed_host_path_prefixes: &[String]) -> bool {
+    allowed_host_path_prefixes
         .iter()
         .filter_map(|prefix| normalize(prefix))
         .any(|prefix| host.surely_below(&prefix))
@@ -71,10 +77,12 @@ pub fn prefix_refusal(prefix: &str) -> Option<String> {
         known: path.clone(),
         open: None,
     };
-    let entry = protected_entry(&host, &Config::default())?;
+    // The built-in entries only: `protectedHostPaths` inside a prefix are the operator's
+    // own exceptions to it.
+    let entry = protected_entry(&host, &[])?;
     Some(if entry == path {
         "is itself protected".to_owned()
-    } else if super::mounts::is_at_or_below(&path, &entry) {
+    } else if is_at_or_below(&path, &entry) {
         format!("is inside the protected host directory {entry}")
     } else {
         format!("holds the protected host directory {entry}")
@@ -91,12 +99,15 @@ pub fn prefix_refusal(prefix: &str) -> Option<String> {
 /// holds a protected directory; inside one is fine (`/var/run/prestop-injector`: the
 /// cleanup never reaches it). And it never meets an `allowedHostPathPrefixes` entry, so
 /// it can be no cleanup target, and no target can hold it.
-pub fn node_agent_directory_refusal(directory: &str, config: &Config) -> Option<String> {
+pub fn node_agent_directory_refusal(
+    directory: &str,
+    protected_host_paths: &[String],
+    allowed_host_path_prefixes: &[String],
+) -> Option<String> {
     if normalize(directory).as_deref() != Some(directory) {
         return Some("is not an absolute, normalized path (no .., no trailing /)".to_owned());
     }
-    let configured: Vec<String> = config
-        .protected_host_paths
+    let configured: Vec<String> = protected_host_paths
         .iter()
         .filter_map(|path| normalize(path))
         .collect();
@@ -105,7 +116,7 @@ pub fn node_agent_directory_refusal(directory: &str, config: &Config) -> Option<
         .chain(PROTECTED_EXACT)
         .map(|entry| (*entry).to_owned())
         .chain(configured)
-        .find(|entry| super::mounts::is_at_or_below(entry, directory));
+        .find(|entry| is_at_or_below(entry, directory));
     if let Some(entry) = protected {
         return Some(if entry == directory {
             "is itself protected".to_owned()
@@ -116,25 +127,25 @@ pub fn node_agent_directory_refusal(directory: &str, config: &Config) -> Option<
     if is_lib_tree(directory) && directory.matches('/').count() == 1 {
         return Some("is itself protected".to_owned());
     }
-    config
-        .allowed_host_path_prefixes
+    allowed_host_path_prefixes
         .iter()
         .filter_map(|prefix| normalize(prefix))
-        .find(|prefix| super::mounts::on_one_line(prefix, directory))
+        .find(|prefix| on_one_line(prefix, directory))
         .map(|prefix| {
             format!("meets the allowedHostPathPrefixes entry {prefix}, which the cleanup empties")
         })
 }
 
-/// Whether `path` is a (normalized) host path that must never be cleaned.
-pub fn is_protected_host_path(path: &str, config: &Config) -> bool {
+/// Whether `path` is a (normalized) host path that must never be cleaned, by the built-in
+/// list or `protected_host_paths` (the operator's `protectedHostPaths`).
+pub fn is_protected_host_path(path: &str, protected_host_paths: &[String]) -> bool {
     normalize(path).is_none_or(|path| {
         protected_entry(
             &HostPath {
                 known: path,
                 open: None,
             },
-            config,
+            protected_host_paths,
         )
         .is_some()
     })
@@ -146,11 +157,8 @@ mod tests {
 
     #[test]
     fn node_agent_directories() {
-        let config = Config {
-            allowed_host_path_prefixes: vec!["/mnt/scratch".into()],
-            protected_host_paths: vec!["/data/keep".into()],
-            ..Config::default()
-        };
+        let protected = ["/data/keep".to_owned()];
+        let allowed = ["/mnt/scratch".to_owned()];
         for (directory, why) in [
             ("/", "protected"),
             ("/run", "itself protected"),
@@ -171,7 +179,7 @@ mod tests {
             ("/var/run/../prestop", "normalized"),
             ("var/run/prestop", "normalized"),
         ] {
-            let refusal = node_agent_directory_refusal(directory, &config)
+            let refusal = node_agent_directory_refusal(directory, &protected, &allowed)
                 .unwrap_or_else(|| panic!("{directory}: accepted"));
             assert!(refusal.contains(why), "{directory}: {refusal}");
         }
@@ -182,7 +190,7 @@ mod tests {
             "/opt/prestop",
         ] {
             assert_eq!(
-                node_agent_directory_refusal(directory, &config),
+                node_agent_directory_refusal(directory, &protected, &allowed),
                 None,
                 "{directory}"
             );
@@ -191,7 +199,6 @@ mod tests {
 
     #[test]
     fn protected_host_paths() {
-        let config = Config::default();
         for path in [
             "/",
             "/etc",
@@ -218,7 +225,7 @@ mod tests {
             "/home",
             "/var/lib/../x",
         ] {
-            assert!(is_protected_host_path(path, &config), "{path}");
+            assert!(is_protected_host_path(path, &[]), "{path}");
         }
         for path in [
             "/mnt/scratch",
@@ -230,15 +237,12 @@ mod tests {
             "/var/tmp/x",
             "/data",
         ] {
-            assert!(!is_protected_host_path(path, &config), "{path}");
+            assert!(!is_protected_host_path(path, &[]), "{path}");
         }
-        assert!(is_protected_host_path("/library", &config));
-        let config = Config {
-            protected_host_paths: vec!["/data/keep/".into()],
-            ..Config::default()
-        };
-        assert!(is_protected_host_path("/data/keep/x", &config));
-        assert!(is_protected_host_path("/data", &config));
-        assert!(!is_protected_host_path("/data/other", &config));
+        assert!(is_protected_host_path("/library", &[]));
+        let protected = ["/data/keep/".to_owned()];
+        assert!(is_protected_host_path("/data/keep/x", &protected));
+        assert!(is_protected_host_path("/data", &protected));
+        assert!(!is_protected_host_path("/data/other", &protected));
     }
 }
