@@ -34,6 +34,9 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::*;
 
+mod tally;
+pub(crate) use tally::Tally;
+
 /// A directory handed from one worker to another.
 struct Node {
     /// Opened below the parent's descriptor (the target's own for the root node).
@@ -112,60 +115,6 @@ struct Queue {
     busy: usize,
     /// Workers waiting for a job.
     idle: usize,
-}
-
-/// One worker's counts, added up at the end of the pass.
-#[derive(Default)]
-pub(crate) struct Tally {
-    pub removed: u64,
-    pub bytes: u64,
-    pub left: u64,
-    pub survivors: Vec<Survivor>,
-    pub unnamed: u64,
-    pub changed: bool,
-    pub stopped: bool,
-}
-
-impl From<Walk<'_>> for Tally {
-    fn from(walk: Walk<'_>) -> Tally {
-        let mut tally = Tally::default();
-        tally.absorb(walk);
-        tally
-    }
-}
-
-impl Tally {
-    fn absorb(&mut self, walk: Walk<'_>) {
-        self.removed += walk.removed;
-        self.bytes += walk.bytes;
-        self.left += walk.left;
-        self.unnamed += walk.unnamed;
-        self.changed |= walk.changed;
-        self.stopped |= walk.stopped;
-        for survivor in walk.survivors {
-            if self.survivors.len() < MAX_NAMED {
-                self.survivors.push(survivor);
-            } else {
-                self.unnamed += 1;
-            }
-        }
-    }
-
-    fn add(&mut self, other: Tally) {
-        self.removed += other.removed;
-        self.bytes += other.bytes;
-        self.left += other.left;
-        self.unnamed += other.unnamed;
-        self.changed |= other.changed;
-        self.stopped |= other.stopped;
-        for survivor in other.survivors {
-            if self.survivors.len() < MAX_NAMED {
-                self.survivors.push(survivor);
-            } else {
-                self.unnamed += 1;
-            }
-        }
-    }
 }
 
 /// One pass over the tree below `root` with `jobs` workers and at most `slots` nodes
