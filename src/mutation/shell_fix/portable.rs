@@ -384,5 +384,4 @@ impl<'a> Parser<'a> {
 }
 
 #[cfg(test)]
-#[path = "portable/tests.rs"]
 mod tests;
