@@ -4,6 +4,7 @@
 
 mod act;
 pub mod arrivals;
+mod before_walk;
 pub mod guard;
 pub mod kept;
 mod per_pod;
