@@ -70,13 +70,20 @@ prometheus_start() {
       $(prom_up prestop-node/prestop-node-agent) == 1))
   }
   if wait_for 90 all_up; then
-    # The rules' first evaluation may still have seen no scrape. An alert that stays
-    # pending past this is a finding of prometheus_live's, not waited away.
+    # The rules' first evaluations may have seen no scrape yet (`absent()` pending): judged
+    # from the first moment every rule group has evaluated since, and no alert is active.
+    # An alert that stays past 20 s is a finding of prometheus_live's, not waited away.
     local up_at
     up_at=$(date +%s)
-    no_alert_now() { [[ "$(prom_api alerts | jq '.data.alerts | length')" == 0 ]]; }
-    wait_for 20 no_alert_now
-    PROM_SINCE=$(($(date +%s) > up_at + 20 ? up_at + 20 : $(date +%s)))
+    settled() {
+      prom_api rules | jq -e --argjson t "$((up_at + 1))" \
+        '[.data.groups[].lastEvaluation | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601] | min > $t' >/dev/null &&
+        [[ "$(prom_api alerts | jq '.data.alerts | length')" == 0 ]]
+    }
+    wait_for 20 settled
+    # The next whole second: the evaluation that cleared the last alert wrote its stale
+    # marker at a fraction of the second `date` rounds down to.
+    PROM_SINCE=$(($(date +%s) + 1 > up_at + 20 ? up_at + 20 : $(date +%s) + 1))
   else
     FAILS+=("Prometheus finds and scrapes 2 webhook pods, the reaper and the agent within 90 s")
     prom_api targets | jq -r '.data.activeTargets[] | "    \(.labels.job) \(.scrapeUrl) \(.health) \(.lastError)"' >&2
