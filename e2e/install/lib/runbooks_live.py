@@ -205,6 +205,22 @@ def skip_substitution(line, i):
 OPERATORS = ("&&", "||", "|&", ";;", "|", ";", "&", "(", ")", "\n")
 
 
+
+def substitution(line, i, substitutions):
+    """At a `$(…)` or a backquoted command at `i`: records its command in `substitutions`
+    and returns the index past it (quoted or not, it runs all the same); else None."""
+    if line.startswith("$(", i):
+        j = skip_substitution(line, i + 2)
+        substitutions.append(line[i + 2 : j - 1])
+        return j
+    if line[i] == "`":
+        j = line.find("`", i + 1)
+        if j < 0:
+            raise ParseError("unbalanced `")
+        substitutions.append(line[i + 1 : j])
+        return j + 1
+    return None
+
 def tokenize(line):
     """Words (unquoted, with their spans) and operators; the `$(…)` and `…` texts."""
     tokens, substitutions = [], []
@@ -247,36 +263,18 @@ def tokenize(line):
                     if line[i] == "\\" and i + 1 < n and line[i + 1] in '"\\$`':
                         value.append(line[i + 1])
                         i += 2
-                    elif line.startswith("$(", i):
-                        j = skip_substitution(line, i + 2)
-                        substitutions.append(line[i + 2 : j - 1])
+                    elif (j := substitution(line, i, substitutions)) is not None:
                         value.append(line[i:j])
                         i = j
-                    elif line[i] == "`":
-                        j = line.find("`", i + 1)
-                        if j < 0:
-                            raise ParseError("unbalanced `")
-                        substitutions.append(line[i + 1 : j])
-                        value.append(line[i : j + 1])
-                        i = j + 1
                     else:
                         value.append(line[i])
                         i += 1
             elif c == "\\":
                 value.append(line[i + 1 : i + 2])
                 i += 2
-            elif line.startswith("$(", i):
-                j = skip_substitution(line, i + 2)
-                substitutions.append(line[i + 2 : j - 1])
+            elif (j := substitution(line, i, substitutions)) is not None:
                 value.append(line[i:j])
                 i = j
-            elif c == "`":
-                j = line.find("`", i + 1)
-                if j < 0:
-                    raise ParseError("unbalanced `")
-                substitutions.append(line[i + 1 : j])
-                value.append(line[i : j + 1])
-                i = j + 1
             else:
                 value.append(c)
                 i += 1
