@@ -26,22 +26,20 @@ impl From<Walk<'_>> for Tally {
 }
 
 impl Tally {
+    /// A walk's counts, added as one more worker's.
     pub(super) fn absorb(&mut self, walk: Walk<'_>) {
-        self.removed += walk.removed;
-        self.bytes += walk.bytes;
-        self.left += walk.left;
-        self.unnamed += walk.unnamed;
-        self.changed |= walk.changed;
-        self.stopped |= walk.stopped;
-        for survivor in walk.survivors {
-            if self.survivors.len() < MAX_NAMED {
-                self.survivors.push(survivor);
-            } else {
-                self.unnamed += 1;
-            }
-        }
+        self.add(Tally {
+            removed: walk.removed,
+            bytes: walk.bytes,
+            left: walk.left,
+            survivors: walk.survivors,
+            unnamed: walk.unnamed,
+            changed: walk.changed,
+            stopped: walk.stopped,
+        });
     }
 
+    /// Another worker's counts; survivors past `MAX_NAMED` in all are counted, not named.
     pub(super) fn add(&mut self, other: Tally) {
         self.removed += other.removed;
         self.bytes += other.bytes;
