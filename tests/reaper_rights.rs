@@ -166,6 +166,44 @@ async fn a_directory_its_cleanup_emptied_needs_no_user() {
     assert!(reaper.ledger.records().is_empty(), "dealt with: forgotten");
 }
 
+/// The same, for a per-pod directory (issue 38, class 8): emptied by its pod's own cleanup,
+/// it is removed with no user needed; one that still holds a file keeps it, and is refused
+/// as `user_unknown`: nothing is removed on an unknown user's behalf.
+#[tokio::test]
+async fn a_per_pod_directory_its_cleanup_emptied_is_removed_without_a_user() {
+    const UID: &str = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d";
+    let node = Node::new();
+    let dir = node.scratch(&format!("/mnt/scratch/{UID}"));
+    let mut pod = injected_pod_with("job-a", &format!("/mnt/scratch/{UID}"), json!({}));
+    pod.metadata.uid = Some(UID.to_owned());
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod]);
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    reaper.on_event(Event::Delete(pod));
+    reaper.act_on_due().await;
+    assert!(!dir.exists(), "its own emptied directory is removed");
+    assert_eq!(refusals(&reaper, "user_unknown"), 0.0);
+
+    const FULL: &str = "6b5c4d3e-2f10-4b0c-9d8e-7f6a5b4c3d2e";
+    let node = Node::new();
+    let dir = node.scratch(&format!("/mnt/scratch/{FULL}"));
+    let mut pod = injected_pod_with("job-b", &format!("/mnt/scratch/{FULL}"), json!({}));
+    pod.metadata.uid = Some(FULL.to_owned());
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod]);
+    reaper.on_event(Event::Delete(pod));
+    reaper.act_on_due().await;
+    assert_eq!(entries(&dir), 3, "not emptied by the pod: kept whole");
+    assert_eq!(refusals(&reaper, "user_unknown"), 1.0);
+}
+
 /// `hostUsers: false`: the pod's uids are mapped to others on the node, so its rights
 /// there are not known, whatever runAsUser says.
 #[tokio::test]
