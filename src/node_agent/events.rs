@@ -46,10 +46,17 @@ pub const CUT_OFF: &str = "PrestopCleanupCutOff";
 pub const MAX_MESSAGE: usize = 1024;
 /// Events one pod may cause in [`WINDOW`]: a hook and a sidecar, and restarts in place.
 pub const PER_POD: usize = 5;
-/// Events the node may cause in [`WINDOW`], all pods together.
-pub const PER_NODE: usize = 60;
+/// Pods' first Events the node may cause in [`WINDOW`]: a batch node's pods that end
+/// together each get their report (the kubelet itself records up to 50 Events a second).
+pub const FIRSTS_PER_NODE: usize = 600;
+/// A pod's further Events (its second to [`PER_POD`]th) the node may cause in [`WINDOW`],
+/// all pods together. Pods that loop on reports share these, so they cannot crowd out
+/// another pod's first report (issue 39: no tenant can wedge the agent).
+pub const REPEATS_PER_NODE: usize = 60;
 pub const WINDOW: Duration = Duration::from_secs(60);
-const QUEUE: usize = 64;
+/// Events waiting for the API server: [`FIRSTS_PER_NODE`] and [`REPEATS_PER_NODE`] at
+/// once fit, a few kilobytes each.
+const QUEUE: usize = FIRSTS_PER_NODE + REPEATS_PER_NODE;
 
 /// The Event's type and reason for an outcome.
 pub fn reason(outcome: Outcome) -> (Kind, &'static str) {
@@ -85,20 +92,23 @@ pub fn message(line: &str) -> String {
     message
 }
 
-/// Sliding windows: at most [`PER_POD`] Events per pod and [`PER_NODE`] in all, in any
-/// [`WINDOW`].
+/// Sliding windows over any [`WINDOW`]: at most [`PER_POD`] Events per pod; of the node's,
+/// at most [`FIRSTS_PER_NODE`] pods' first ones and [`REPEATS_PER_NODE`] further ones.
 #[derive(Debug, Default)]
 pub struct Rate {
     pods: HashMap<String, VecDeque<Instant>>,
-    node: VecDeque<Instant>,
+    firsts: VecDeque<Instant>,
+    repeats: VecDeque<Instant>,
 }
 
 impl Rate {
     /// Whether `pod` may have an Event at `now`; counted when it may.
     pub fn admit(&mut self, pod: &str, now: Instant) -> Result<(), String> {
         let old = |at: &Instant| now.saturating_duration_since(*at) >= WINDOW;
-        while self.node.front().is_some_and(old) {
-            self.node.pop_front();
+        for node in [&mut self.firsts, &mut self.repeats] {
+            while node.front().is_some_and(old) {
+                node.pop_front();
+            }
         }
         // Pods seen only long ago are forgotten: the map holds at most the pods that
         // reported within the window.
@@ -108,19 +118,25 @@ impl Rate {
             }
             !times.is_empty()
         });
-        if self.pods.get(pod).is_some_and(|t| t.len() >= PER_POD) {
+        let mine = self.pods.get(pod).map_or(0, VecDeque::len);
+        if mine >= PER_POD {
             return Err(format!(
                 "over the rate of {PER_POD} Events per pod in {} s",
                 WINDOW.as_secs()
             ));
         }
-        if self.node.len() >= PER_NODE {
+        let (node, bound, what) = if mine == 0 {
+            (&mut self.firsts, FIRSTS_PER_NODE, "pods' first Events")
+        } else {
+            (&mut self.repeats, REPEATS_PER_NODE, "repeated Events")
+        };
+        if node.len() >= bound {
             return Err(format!(
-                "over the rate of {PER_NODE} Events per node in {} s",
+                "over the rate of {bound} {what} per node in {} s",
                 WINDOW.as_secs()
             ));
         }
-        self.node.push_back(now);
+        node.push_back(now);
         self.pods.entry(pod.to_owned()).or_default().push_back(now);
         Ok(())
     }

@@ -45,7 +45,7 @@ fn the_message_is_one_line_of_at_most_a_kilobyte() {
 }
 
 #[test]
-fn a_pod_looping_on_reports_gets_five_a_minute_and_the_node_sixty() {
+fn a_pod_looping_on_reports_gets_five_a_minute() {
     let mut rate = Rate::default();
     let start = Instant::now();
     for i in 0..PER_POD {
@@ -63,16 +63,47 @@ fn a_pod_looping_on_reports_gets_five_a_minute_and_the_node_sixty() {
         rate.admit("greedy", start + WINDOW + Duration::from_millis(10)),
         Ok(())
     );
-    // Many pods together stop at the node's bound.
+}
+
+/// Issue 39, "no tenant can wedge the agent": one shared bound of 60 Events a minute let
+/// 12 pods looping on reports silence every other pod of the node, and dropped the
+/// reports of a batch node's 61st and later pods ending together.
+#[test]
+fn looping_pods_share_the_repeats_and_never_take_another_pods_first_report() {
+    let start = Instant::now();
     let mut rate = Rate::default();
-    let admitted = (0..200)
-        .filter(|i| rate.admit(&format!("pod-{i}"), start).is_ok())
+    // 100 pods each looping: their first reports go, their repeats stop at the bound.
+    let mut repeats = 0;
+    for round in 0..PER_POD {
+        for pod in 0..100 {
+            let at = start + Duration::from_millis(round as u64);
+            if rate.admit(&format!("looping-{pod}"), at).is_ok() && round > 0 {
+                repeats += 1;
+            }
+        }
+    }
+    assert_eq!(repeats, REPEATS_PER_NODE);
+    let over = rate
+        .admit("looping-0", start + Duration::from_secs(1))
+        .unwrap_err();
+    assert!(over.contains("repeated Events per node"), "{over}");
+    // Every other pod's first report still goes, up to a batch node's worth.
+    let firsts = (0..FIRSTS_PER_NODE + 10)
+        .filter(|i| {
+            rate.admit(&format!("pod-{i}"), start + Duration::from_secs(2))
+                .is_ok()
+        })
         .count();
-    assert_eq!(admitted, PER_NODE);
-    let over = rate.admit("pod-999", start).unwrap_err();
-    assert!(over.contains("per node"), "{over}");
+    assert_eq!(firsts, FIRSTS_PER_NODE - 100);
+    let over = rate
+        .admit("pod-late", start + Duration::from_secs(2))
+        .unwrap_err();
+    assert!(over.contains("pods' first Events per node"), "{over}");
     // And forgets them once their window has passed.
-    assert_eq!(rate.admit("pod-999", start + WINDOW), Ok(()));
+    assert_eq!(
+        rate.admit("pod-late", start + Duration::from_secs(2) + WINDOW),
+        Ok(())
+    );
     assert_eq!(rate.pods.len(), 1);
 }
 
