@@ -341,6 +341,7 @@ run_latest_scenarios() {
   scenario "[$KUBE_VERSION] activeDeadlineSeconds: the kubelet reports Failed/DeadlineExceeded and the exec hook empties the directory" deadline_runs_the_hook
   scenario "[$KUBE_VERSION] activeDeadlineSeconds without an in-pod cleanup: the reaper empties the ended pod's directory as its user, and keeps one whose user it cannot know" deadline_unhooked_is_reaped
   scenario "[$KUBE_VERSION] FailedPreStopHook's text, and the cleanup's line as an Event" failed_prestop_hook_text
+  scenario "[$KUBE_VERSION] a hook cut off by a 6 s grace period: its line as the agent's PrestopCleanupCutOff Event; the reaper finishes and counts it" hook_cut_off_by_its_deadline
   if [[ -n "${NODE_KUBELET_FS_MB:-}" ]]; then
     scenario "[$KUBE_VERSION] a node-pressure eviction (DiskPressure): Failed/Evicted, its directory emptied" eviction_empties_the_directory
   else
