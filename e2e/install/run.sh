@@ -89,6 +89,8 @@ source "$HERE/lib/scenarios.sh"
 source "$HERE/lib/prometheus.sh"
 # shellcheck source=lib/runbooks.sh
 source "$HERE/lib/runbooks.sh"
+# shellcheck source=lib/doors.sh
+source "$HERE/lib/doors.sh"
 
 # shellcheck source=../node/lib/suite.sh
 source "$ROOT/e2e/node/lib/suite.sh"

@@ -202,6 +202,15 @@ agent_refusing_fires() {
   # Issue 38, finding 6: the agent answers from its watch, not a LIST per question.
   expect "fewer LISTs of pods than questions ($lists for $REFUSED_JOBS)" test "$lists" -lt "$REFUSED_JOBS"
   expect "fail closed: every file is still on the node" all_wrote
+  # The cleaner's line reaches each pod as the agent's Event, where `kubectl describe pod`
+  # shows it (the kubelet's FailedPreStopHook says only "PreStopHook failed" since 1.26).
+  refused_events() {
+    (($(k get events --field-selector reason=PrestopCleanupRefused -o json |
+      jq '[.items[] | select(.type == "Warning" and (.involvedObject.name | startswith("refused-"))
+        and (.message | contains("/scratch")))] | length') >= REFUSED_JOBS))
+  }
+  expect "each refusal is a Warning PrestopCleanupRefused Event on its pod, naming /scratch" \
+    wait_for 30 refused_events
   t0=$(date +%s)
   firing() { state=$(alert_state PrestopInjectorNodeAgentRefusing); [[ "$state" == firing ]]; }
   if wait_for 480 firing; then

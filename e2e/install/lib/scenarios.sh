@@ -384,11 +384,17 @@ run_install_pass() { # method
   scenario "$M: the reaper DaemonSet (out of dry-run) empties a force-deleted pod's directory" reaper_daemonset
   # After the suite's traffic and the reaper's work (lib/prometheus.sh, issue 33).
   scenario "$M: a real Prometheus scrapes webhook, reaper and agent; every dashboard query and alert evaluates; no alert through the rollout and rotation" prometheus_live
-  # The on-call's commands as docs/RUNBOOKS.md prints them (issue 39; lib/runbooks.sh),
-  # and 5 minutes of the agent alert's own `for:`: on one pass only (CI's 1.37 run has
-  # both). PRESTOP_E2E_ALERT_PASS=helm runs them on the Helm pass instead.
-  if [[ $M == "${PRESTOP_E2E_ALERT_PASS:-kustomize}" ]]; then
+  # The on-call's commands as docs/RUNBOOKS.md prints them (issue 39; lib/runbooks.sh):
+  # on both passes where both methods are what users run (≥ 1.30, which the kustomize
+  # install needs), so each method's own commands run with its own names. Tenants at the
+  # agent's doors (lib/doors.sh) and 5 minutes of the agent alert's own `for:`: on one
+  # pass only (CI's 1.37 run has both); PRESTOP_E2E_ALERT_PASS=helm runs them on the Helm
+  # pass instead.
+  if [[ $M == "${PRESTOP_E2E_ALERT_PASS:-kustomize}" ]] || kube_at_least 30; then
     scenario "$M: every command of the runbooks runs against this install (changes as server-side dry runs)" runbooks_live
+  fi
+  if [[ $M == "${PRESTOP_E2E_ALERT_PASS:-kustomize}" ]]; then
+    scenario "$M: tenants trickling on the agent's port and asking without pause: its probes stay green, another pod is answered 'same' and emptied" agent_not_wedged
     scenario "$M: a node whose agent cannot judge: cleanups refused, PrestopInjectorNodeAgentRefusing fires, the reaper empties them after" agent_refusing_fires
   fi
   prometheus_stop
