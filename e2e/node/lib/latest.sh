@@ -6,19 +6,18 @@
 # (start_scenario_reaper). Its functions must not share a name with theirs: it is sourced
 # after them and would replace them for the 1.20 scenarios (latest_deadline_pod once did).
 #
-# Some assertions describe what open issues will make true (expect_issue): "[issue 38]"
-# (deletion safety part 6) and "[issue 39]" (operate part 2). While an issue is in
-# LATEST_OPEN_ISSUES (PRESTOP_E2E_OPEN_ISSUES, default "38 39") its assertions that fail are
-# printed as `pending:` lines and do not fail the scenario; one that holds says so. The fix
-# of an issue removes its number below, and its assertions then bind like any other.
-# Everything else passes today.
+# An assertion may describe what an open issue will make true (expect_issue N): while N
+# is in LATEST_OPEN_ISSUES (PRESTOP_E2E_OPEN_ISSUES, default none) a failure is printed as
+# a `pending:` line and does not fail the scenario; one that holds says so. The fix of an
+# issue removes its number, and its assertions then bind like any other. Issues 38 and 39,
+# the last to use it, are resolved: every assertion here binds.
 #
 # The eviction scenario needs the node started with a kubelet root directory on a small
 # filesystem of its own and a hard nodefs threshold (run.sh sets NODE_KUBELET_FS_MB and
 # NODE_EVICTION_HARD, lib/node.sh): one pod writing to an emptyDir then brings DiskPressure
 # about, and nothing else on the machine can.
 
-LATEST_OPEN_ISSUES=${PRESTOP_E2E_OPEN_ISSUES-38 39}
+LATEST_OPEN_ISSUES=${PRESTOP_E2E_OPEN_ISSUES-}
 LATEST_PENDING=()
 expect_issue() { # issue description command...
   local issue=$1 what="[issue $1] $2"
