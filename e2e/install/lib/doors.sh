@@ -173,8 +173,11 @@ agent_not_wedged() {
   expect "the trickling pod is created" test "$STATUS" -eq 0
   trickling() { [[ "$(k logs door-trickler 2>/dev/null)" == *trickling* ]]; }
   expect "it trickles within 60 s" wait_for 60 trickling
-  holding() { (($(agent_port_connections "$agent_pid") >= 32)); }
-  expect "it holds connections on the agent's metrics port (at least 32 at once)" wait_for 30 holding
+  # The agent gives a connection 1 s to send its request, so each of the 64 loops is
+  # connected about half the time: 31 to 48 at once were seen; twice the 8 is
+  # the line.
+  holding() { (($(agent_port_connections "$agent_pid") >= 16)); }
+  expect "it holds connections on the agent's metrics port (at least 16 at once)" wait_for 30 holding
 
   all_before=$(agent_answers "$agent")
   same_before=$(agent_answers "$agent" same)
