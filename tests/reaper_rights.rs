@@ -131,6 +131,18 @@ async fn unknown_user_is_refused() {
     assert_eq!(refusals(&reaper, "user_unknown"), 1.0);
 }
 
+/// What the pod's preStop leaves: its directory, empty.
+fn empty_as_its_prestop_did(dir: &std::path::Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+}
+
 /// A pod without runAsUser whose cleanup in the pod emptied its directory (the common
 /// case): nothing is left to walk, so its user is not needed and no refusal is counted.
 /// Counting one made PrestopInjectorReaperKeepingDirectories page for every such pod
@@ -144,14 +156,7 @@ async fn a_directory_its_cleanup_emptied_needs_no_user() {
     let mut reaper = node.reaper(config(), false);
     listed(&mut reaper, &[&pod]);
     // The pod's preStop empties it, then the pod goes.
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
+    empty_as_its_prestop_did(&dir);
     reaper.on_event(Event::Delete(pod));
     reaper.act_on_due().await;
     assert_eq!(refusals(&reaper, "user_unknown"), 0.0);
@@ -178,14 +183,7 @@ async fn a_per_pod_directory_its_cleanup_emptied_is_removed_without_a_user() {
     pod.metadata.uid = Some(UID.to_owned());
     let mut reaper = node.reaper(config(), false);
     listed(&mut reaper, &[&pod]);
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
+    empty_as_its_prestop_did(&dir);
     reaper.on_event(Event::Delete(pod));
     reaper.act_on_due().await;
     assert!(!dir.exists(), "its own emptied directory is removed");
