@@ -44,6 +44,7 @@ mod field;
 mod grace;
 pub mod hook;
 pub mod inject;
+mod object_text;
 mod orphan;
 mod pod;
 mod request;

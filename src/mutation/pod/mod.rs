@@ -19,6 +19,7 @@ use crate::mutation::hook::{Action, Before, Hook, Target};
 use crate::mutation::inject::delivery::Delivery;
 use crate::mutation::inject::node_agent::NodeAgent;
 use crate::mutation::inject::sidecar::{self, SidecarPlan};
+use crate::mutation::object_text::ObjectText;
 use crate::mutation::scope::gates::{self, storable};
 use crate::mutation::scope::settings::{BadAnnotation, Cleanup, Settings, CONTAINERS, STATUS};
 use crate::mutation::seal::{self, REAP};
@@ -232,11 +233,15 @@ pub fn mutate(
         .and_then(|a| a.get(STATUS))
         .is_some();
     if changed || status_present || !injected.is_empty() {
-        let mut status = json!({"version": 1, "containers": injected, "grace": grace});
-        if let Some(name) = sidecar_name {
-            status["sidecar"] = json!(name);
+        let mut status = ObjectText::new();
+        status
+            .number("version", 1)
+            .strings("containers", &injected)
+            .number("grace", grace);
+        if let Some(name) = &sidecar_name {
+            status.string("sidecar", name);
         }
-        set_status(template, status.to_string());
+        set_status(template, status.finish());
     }
     Ok(warnings)
 }

@@ -20,6 +20,7 @@
 
 use crate::config::{Config, Mode};
 use crate::mutation::field::{At, Field};
+use crate::mutation::object_text::ObjectText;
 use crate::mutation::scope::settings::{
     Annotations, BadAnnotation, Cleanup, Settings, CLEANUP, COMMAND, CONTAINERS, FIX_SHELL,
     HOOK_SECONDS, MODE, PREFIX, SETTINGS, SHELL, SHUTDOWN_SECONDS,
@@ -79,41 +80,44 @@ pub fn is_derived(kind: &str, object: &Value) -> bool {
 
 /// The record of the settings a workload was decided with (in annotation form).
 pub fn render(settings: &Settings) -> String {
-    let mut record = Map::new();
-    record.insert("version".into(), json!(VERSION));
-    let mut put = |key: &str, value: String| {
-        record.insert(short(key).into(), Value::String(value));
+    let mut record = ObjectText::new();
+    record.number("version", VERSION);
+    let mut put = |key: &str, value: &str| {
+        record.string(short(key), value);
     };
     match &settings.cleanup {
         // The endpoint's default is resolved here: a derived object must not apply its own.
         Cleanup::Nothing => {}
-        Cleanup::Off => put(CLEANUP, "off".into()),
+        Cleanup::Off => put(CLEANUP, "off"),
         Cleanup::Auto => {
-            put(CLEANUP, "auto".into());
+            put(CLEANUP, "auto");
             if settings.cleanup_requested {
-                put(EXPLICIT, "true".into());
+                put(EXPLICIT, "true");
             }
         }
-        Cleanup::Paths(paths) => put(CLEANUP, paths.join(",")),
+        Cleanup::Paths(paths) => put(CLEANUP, &paths.join(",")),
     }
     if let Some(command) = &settings.command {
-        put(COMMAND, command.clone());
+        put(COMMAND, command);
     }
     if let Some(containers) = &settings.containers {
-        put(CONTAINERS, containers.join(","));
+        put(CONTAINERS, &containers.join(","));
     }
     if let Some(seconds) = settings.hook_seconds {
-        put(HOOK_SECONDS, seconds.to_string());
+        put(HOOK_SECONDS, itoa::Buffer::new().format(seconds));
     }
-    put(SHUTDOWN_SECONDS, settings.shutdown_seconds.to_string());
-    put(SHELL, settings.shell.clone());
-    put(FIX_SHELL, settings.fix_shell.to_string());
+    put(
+        SHUTDOWN_SECONDS,
+        itoa::Buffer::new().format(settings.shutdown_seconds),
+    );
+    put(SHELL, &settings.shell);
+    put(FIX_SHELL, if settings.fix_shell { "true" } else { "false" });
     let mode = match settings.mode {
         Mode::Exec => "exec",
         Mode::Sidecar => "sidecar",
     };
-    put(MODE, mode.into());
-    Value::Object(record).to_string()
+    put(MODE, mode);
+    record.finish()
 }
 
 fn short(key: &str) -> &str {
