@@ -33,6 +33,25 @@ pub fn diff_at(prefix: &str, left: &Value, right: &mut Value) -> Vec<PatchOperat
     walk.operations
 }
 
+/// Whether `left` and `right` are equal with every object's members in the same order:
+/// what a copy that nothing changed looks like, told without building a pointer. `false`
+/// says only that the diff has to look (the members may be equal in another order).
+pub fn same_in_order(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .zip(right)
+                    .all(|((lk, lv), (rk, rv))| lk == rk && same_in_order(lv, rv))
+        }
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len() && left.iter().zip(right).all(|(l, r)| same_in_order(l, r))
+        }
+        _ => left == right,
+    }
+}
+
 /// The walk's position, as the encoded pointer it would emit; each step appends one
 /// token and truncates back to where it was.
 struct Walk {
@@ -277,6 +296,36 @@ mod tests {
         fn the_same_operations_on_an_edited_copy(left in json_value(), seed in any::<u64>()) {
             same_as_json_patch(&left, &edited(&left, seed))?;
         }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// "The same in order" is never wrong about equal: the diff of such a pair is
+        /// empty, and a copy is always the same in order.
+        #[test]
+        fn the_same_in_order_has_nothing_to_diff(left in json_value(), right in json_value(), seed in any::<u64>()) {
+            prop_assert!(super::same_in_order(&left, &left.clone()));
+            for right in [right, edited(&left, seed)] {
+                if super::same_in_order(&left, &right) {
+                    prop_assert_eq!(&left, &right);
+                    prop_assert!(json_patch::diff(&left, &right).0.is_empty());
+                }
+            }
+        }
+    }
+
+    /// Members in another order are equal, but not the same in order: the diff looks.
+    #[test]
+    fn another_order_is_left_to_the_diff() {
+        let left = json!({"a": 1, "b": [1, {"c": 2, "d": 3}]});
+        let reordered = json!({"b": [1, {"d": 3, "c": 2}], "a": 1});
+        assert_eq!(left, reordered);
+        assert!(!super::same_in_order(&left, &reordered));
+        assert_eq!(diff(&left, &reordered), vec![]);
+        assert!(!super::same_in_order(&json!([1, 2]), &json!([1, 2, 3])));
+        assert!(!super::same_in_order(&json!({"a": 1}), &json!({"a": 1.0})));
+        assert!(super::same_in_order(&left, &left.clone()));
     }
 
     #[test]
