@@ -230,16 +230,53 @@ fn api_server_defaults_on_the_installer_cause_no_second_patch() {
     installer["imagePullPolicy"] = json!("IfNotPresent");
     installer["terminationMessagePath"] = json!("/dev/termination-log");
     installer["terminationMessagePolicy"] = json!("File");
-    pod["spec"]["containers"][0]["volumeMounts"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"name": "kube-api-access", "readOnly": true,
-            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}));
+    // The ServiceAccount admission plugin mounts the token into every container, the
+    // installer included: kept, as on the sidecar, so that no Pod of an injected
+    // template is patched (it was taken out of the installer on every Pod before).
+    for list in ["initContainers", "containers"] {
+        pod["spec"][list][0]["volumeMounts"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "kube-api-access", "readOnly": true,
+                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}));
+    }
     pod["spec"]["volumes"]
         .as_array_mut()
         .unwrap()
         .push(json!({"name": "kube-api-access", "projected": {"sources": []}}));
     assert_no_patch_on_either_endpoint(&pod);
+}
+
+/// A mount on the installer that is not ours stays only where it cannot hide what the
+/// installer writes: one at, above or below its directory goes, whoever added it, and
+/// ours is put back in its place.
+#[test]
+fn a_mount_that_would_hide_the_program_leaves_the_installer() {
+    let job = mutate(seed_job()).patched;
+    let template = &job["spec"]["template"];
+    let ours = template["spec"]["initContainers"][0]["volumeMounts"].clone();
+    let token = json!({"name": "kube-api-access", "readOnly": true,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+    for hiding in [
+        "/.prestop-injector/prestop-clean",
+        "/.prestop-injector/",
+        "/",
+    ] {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});
+        let mounts = pod["spec"]["initContainers"][0]["volumeMounts"]
+            .as_array_mut()
+            .unwrap();
+        mounts.push(json!({"name": "other", "mountPath": hiding}));
+        mounts.push(token.clone());
+        let patched = mutate(pod).patched;
+        let mut expected = ours.as_array().unwrap().clone();
+        expected.push(token.clone());
+        assert_eq!(
+            patched["spec"]["initContainers"][0]["volumeMounts"],
+            Value::Array(expected),
+            "{hiding}"
+        );
+    }
 }
 
 #[test]

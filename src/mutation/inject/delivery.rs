@@ -19,6 +19,7 @@
 use crate::mutation::field::Field;
 use crate::mutation::hook::ours::{installer_argv, is_installer};
 use crate::mutation::hook::PROGRAM_DIR;
+use crate::mutation::inject::others::with_others;
 use json_patch::PatchOperation;
 use serde_json::{json, Map, Value};
 
@@ -162,7 +163,10 @@ impl Delivery {
                     .and_then(|list| list.get_mut(index))
                     .and_then(Value::as_object_mut)
                 {
-                    merge(existing, self.installer_container(image));
+                    let mut wanted = self.installer_container(image);
+                    let mounts = mounts_with_others(existing.get("volumeMounts"), &wanted);
+                    wanted.insert("volumeMounts".into(), mounts);
+                    merge(existing, wanted);
                 }
             }
             (Some(image), None) => {
@@ -197,6 +201,35 @@ pub(super) fn overlaps(mount_path: &str, dir: &str) -> bool {
         || normalized == dir
         || dir.starts_with(&format!("{normalized}/"))
         || normalized.starts_with(&format!("{dir}/"))
+}
+
+/// The installer's mounts: ours, and what admission plugins added before we see the Pod
+/// (the ServiceAccount token's mount), as on the sidecar ([`with_others`]), so that
+/// a Pod made from a template we injected needs no patch. A mount of theirs at, above or
+/// below the program's directory goes: it would hide what the installer writes there.
+fn mounts_with_others(existing: Option<&Value>, wanted: &Map<String, Value>) -> Value {
+    let ours: &[Value] = wanted
+        .get("volumeMounts")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice);
+    let kept: Vec<Value> = existing
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|mount| {
+            ours.contains(mount)
+                || !mount
+                    .field("mountPath")
+                    .and_then(Value::as_str)
+                    .is_none_or(|path| overlaps(path, PROGRAM_DIR))
+        })
+        .cloned()
+        .collect();
+    with_others(Some(&Value::Array(kept)), ours, |mount| {
+        let path = mount.field("mountPath").and_then(Value::as_str)?;
+        crate::mutation::targets::normalize(path).map(Value::String)
+    })
+    .unwrap_or_else(|| Value::Array(ours.to_vec()))
 }
 
 /// Sets the entries of `wanted` on `existing` that differ, leaving every other key.

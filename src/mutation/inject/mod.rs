@@ -10,5 +10,6 @@
 pub mod delivery;
 mod init_diff;
 pub mod node_agent;
+mod others;
 pub(in crate::mutation) mod sidecar;
 mod sidecar_plan;

@@ -16,6 +16,7 @@ use crate::mutation::field::Field;
 use crate::mutation::hook;
 use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::inject::node_agent::{self, NodeAgent};
+use crate::mutation::inject::others::with_others;
 pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
 use crate::mutation::inject::sidecar_plan::{check_merged, copy_of};
 use crate::mutation::scope::restarts;
@@ -291,38 +292,4 @@ fn remove(spec: &mut Value, index: usize) {
             spec.as_object_mut().map(|s| s.remove("initContainers"));
         }
     }
-}
-
-/// A list of ours (`env`, `volumeMounts`) after others may have added to it: kept as it
-/// is when all our entries are there in order and no other entry has the key of one of
-/// ours (same env name, same normalized mountPath); otherwise ours, then theirs minus
-/// the clashing ones. `None` when there is nothing to hold.
-fn with_others(
-    existing: Option<&Value>,
-    ours: &[Value],
-    key: impl Fn(&Value) -> Option<Value>,
-) -> Option<Value> {
-    let existing: &[Value] = existing
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
-    let our_keys: Vec<Option<Value>> = ours.iter().map(&key).collect();
-    let theirs: Vec<&Value> = existing.iter().filter(|e| !ours.contains(e)).collect();
-    let clash = theirs.iter().any(|e| our_keys.contains(&key(e)));
-    let mut remaining = ours.iter().peekable();
-    for entry in existing {
-        if remaining.peek() == Some(&entry) {
-            remaining.next();
-        }
-    }
-    if remaining.peek().is_none() && !clash {
-        return (!existing.is_empty()).then(|| Value::Array(existing.to_vec()));
-    }
-    let mut list: Vec<Value> = ours.to_vec();
-    list.extend(
-        theirs
-            .into_iter()
-            .filter(|e| !our_keys.contains(&key(e)))
-            .cloned(),
-    );
-    (!list.is_empty()).then_some(Value::Array(list))
 }
