@@ -324,3 +324,30 @@ fn class_5_warnings_given_for_the_workload_are_not_repeated_for_each_pod() {
         );
     }
 }
+
+/// The benchmark's second review (`examples/review-pod-from-job.json`, made by
+/// `bench/pod-from-job.jq`): a Pod of the seed Job's injected template as kube-apiserver
+/// sends it, ServiceAccount token mounts and defaults included. Through the server's own
+/// entry it must be allowed with no patch, as every Pod of an injected workload is; when
+/// the seed's mutation changes, this fails until the fixture is made again.
+#[test]
+fn the_benchmarks_pod_of_the_seed_job_gets_no_patch() {
+    let config = prestop_injector::config::Config::load("examples/config.yaml".as_ref()).unwrap();
+    let body = std::fs::read("examples/review-pod-from-job.json").unwrap();
+    for endpoint in ENDPOINTS {
+        let reviewed = prestop_injector::admission::review(&body, endpoint, &config).unwrap();
+        assert_eq!(reviewed.decision.patch, None, "{endpoint:?}");
+        assert_eq!(reviewed.decision.denial, None, "{endpoint:?}");
+        let answer: Value = serde_json::from_slice(&reviewed.body).unwrap();
+        assert_eq!(answer["response"]["allowed"], true, "{endpoint:?}");
+        assert!(answer["response"].get("patch").is_none(), "{endpoint:?}");
+    }
+    // It is a Pod of the seed Job: the installer and the hook are what the seed gets.
+    let review: Value = serde_json::from_slice(&body).unwrap();
+    let pod = &review["request"]["object"];
+    assert_eq!(pod["kind"], "Pod");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "Job");
+    let hook = pre_stop_argv(&pod["spec"]["containers"][0]);
+    assert_eq!(hook[..2], ["/.prestop-injector/prestop-clean", "hook"]);
+    assert_eq!(pod["spec"]["initContainers"][0]["name"], "prestop-install");
+}
