@@ -25,6 +25,8 @@
 #   BENCH_NETNS=0                                 stay in the host network namespace
 #   WIRE=compact                                  send the review as the API server does, without
 #                                                 the fixture's indentation (2.9 kB, not 5.9 kB)
+#   BENCH_BODY=examples/review-pod-from-job.json  post another review: this one is a Pod of the
+#                                                 seed Job, which ours answers without a patch
 # As root the measured phase runs in a fresh network namespace (loopback only): no port can
 # clash with another engineer's server and nothing can leave the machine.
 # Needs: wrk, curl, taskset, awk; as root also unshare and ip; jq for WIRE=compact.
@@ -39,7 +41,8 @@ MAX_LOAD=${MAX_LOAD:-0.5} LOAD_WAIT=${LOAD_WAIT:-180}
 BENCH_CACHE=${BENCH_CACHE:-/var/cache/prestop-bench}
 KUBE_EXAMPLE_BIN=${KUBE_EXAMPLE_BIN:-}
 KUBE_EXAMPLE_LABEL=${KUBE_EXAMPLE_LABEL:-kube-rs admission_controller example}
-BODY=$ROOT/examples/review-job-worker.json
+BODY=$(realpath "${BENCH_BODY:-$ROOT/examples/review-job-worker.json}")
+REVIEW_NAME=$(basename "$BODY")
 PRESTOP_BIN=$ROOT/target/release/prestop-injector
 NOOP_BIN=$BENCH_CACHE/noop-target/release/noop-server
 # The kube-rs example binds $ADMISSION_PRIVATE_IP:8443; the others take free neighbours.
@@ -160,7 +163,10 @@ start_prestop() { # name port probe-port [NAME=value…]
     --listen "127.0.0.1:$port" --probe-listen "127.0.0.1:$probe"
 }
 start_prestop prestop "$PRESTOP_PORT" "$PRESTOP_PROBE"
-[[ ${ANSWER[prestop]} == *", patch" ]] || die "prestop-injector answered without a patch: it would not measure the mutation"
+# The seed must be patched, or the run would measure a warning, not the mutation; another
+# review (BENCH_BODY) is answered as the core decides it.
+[[ -n ${BENCH_BODY:-} || ${ANSWER[prestop]} == *", patch" ]] ||
+  die "prestop-injector answered without a patch: it would not measure the mutation"
 if [[ ${SPLIT:-} == 1 ]]; then
   cp "$WORK/prestop.answer" "$WORK/ours.answer" # start() overwrites $WORK/NAME.answer
   start noop-ours "$NOOP_OURS_PORT" "$WORK" "$NOOP_BIN" "127.0.0.1:$NOOP_OURS_PORT" "$CERT" "$KEY" \
@@ -247,7 +253,7 @@ $(rustc --version 2>/dev/null || echo rustc ?); $(wrk -v 2>&1 | head -1 | awk '{
 **Load average** (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER.
 **Method:** each server alone on CPU $SERVER_CPU (\`taskset -c $SERVER_CPU\`), wrk on CPU $CLIENT_CPU:
 \`wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency -s bench/post.lua\` (HTTP/1.1 keep-alive over TLS,
-the seed Job's review, $(wc -c <"$BODY") bytes${WIRE:+ as $WIRE JSON}), ${WARMUP} s warm-up each, then $ROUNDS rounds interleaved across the servers;
+$REVIEW_NAME, $(wc -c <"$BODY") bytes${WIRE:+ as $WIRE JSON}), ${WARMUP} s warm-up each, then $ROUNDS rounds interleaved across the servers;
 default logging; the same certificate for all.
 
 | server | req/s (median of $ROUNDS × ${DURATION} s) | rounds | p99 (median) | req per server CPU-s | VmRSS / VmHWM after | ready after exec | log lines | answer | errors |
