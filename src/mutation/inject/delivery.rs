@@ -212,20 +212,25 @@ fn mounts_with_others(existing: Option<&Value>, wanted: &Map<String, Value>) -> 
         .get("volumeMounts")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
-    let kept: Vec<Value> = existing
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|mount| {
-            ours.contains(mount)
-                || !mount
-                    .field("mountPath")
-                    .and_then(Value::as_str)
-                    .is_none_or(|path| overlaps(path, PROGRAM_DIR))
-        })
-        .cloned()
-        .collect();
-    with_others(Some(&Value::Array(kept)), ours, |mount| {
+    let hides = |mount: &Value| {
+        !ours.contains(mount)
+            && mount
+                .field("mountPath")
+                .and_then(Value::as_str)
+                .is_none_or(|path| overlaps(path, PROGRAM_DIR))
+    };
+    let list = existing.and_then(Value::as_array);
+    // Copied without the hiding ones only when there is one: on every Pod of an injected
+    // workload there is none, and the list is read where it is.
+    let without_hiding;
+    let existing = match list {
+        Some(list) if list.iter().any(hides) => {
+            without_hiding = Value::Array(list.iter().filter(|m| !hides(m)).cloned().collect());
+            Some(&without_hiding)
+        }
+        _ => existing,
+    };
+    with_others(existing, ours, |mount| {
         let path = mount.field("mountPath").and_then(Value::as_str)?;
         crate::mutation::targets::normalize(path).map(Value::String)
     })
