@@ -257,9 +257,16 @@ fn a_mount_that_would_hide_the_program_leaves_the_installer() {
     let ours = template["spec"]["initContainers"][0]["volumeMounts"].clone();
     let token = json!({"name": "kube-api-access", "readOnly": true,
         "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+    // At, above and below, and the same places spelled otherwise: the kernel mounts at
+    // the clean path, so `//x`, `/./x` and `x/../x` hide the program as well; a path
+    // with `..` is not read at all and goes too.
     for hiding in [
+        "/.prestop-injector",
         "/.prestop-injector/prestop-clean",
         "/.prestop-injector/",
+        "//.prestop-injector",
+        "/./.prestop-injector/./prestop-clean",
+        "/.prestop-injector/../.prestop-injector",
         "/",
     ] {
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"], "spec": template["spec"]});
