@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side by side on one core (docs/BENCHMARKS.md, "Side by side with the kube-rs example"):
 #   noop      bench/noop-server, a TLS server that answers every POST with a fixed 200 JSON
-#   prestop   target/release/prestop-injector serve, default logging
+#   prestop   target/release/prestop-injector serve (or $PRESTOP_BIN), default logging
 #   kube-rs   the kube-rs admission_controller example, if KUBE_EXAMPLE_BIN names its binary
 # With SPLIT=1, two more that split our gap to the do-nothing server in two:
 #   noop-ours      bench/noop-server answering prestop-injector's own answer, byte for byte:
@@ -21,6 +21,10 @@
 #   KUBE_EXAMPLE_LABEL="kube 4.2.0 (ac95b19)"     project (see docs/BENCHMARKS.md); unset: skipped
 #   BENCH_CACHE=/var/cache/prestop-bench          the do-nothing server's target dir
 #   SKIP_BUILD=1                                  reuse both binaries
+#   PRESTOP_BIN=OUT/prestop-injector              measure another build of ours, not built here:
+#                                                 the image's static one from
+#                                                 scripts/build-binaries.sh OUT (its resident
+#                                                 size is the one a deployment sees)
 #   SPLIT=1                                       add noop-ours and prestop-quiet (above)
 #   BENCH_NETNS=0                                 stay in the host network namespace
 #   WIRE=compact                                  send the review as the API server does, without
@@ -43,7 +47,9 @@ KUBE_EXAMPLE_BIN=${KUBE_EXAMPLE_BIN:-}
 KUBE_EXAMPLE_LABEL=${KUBE_EXAMPLE_LABEL:-kube-rs admission_controller example}
 BODY=$(realpath "${BENCH_BODY:-$ROOT/examples/review-job-worker.json}")
 REVIEW_NAME=$(basename "$BODY")
-PRESTOP_BIN=$ROOT/target/release/prestop-injector
+PRESTOP_BIN=${PRESTOP_BIN:-}
+BUILD_PRESTOP=$([[ -z $PRESTOP_BIN ]] && echo 1 || echo 0)
+PRESTOP_BIN=$(realpath -m "${PRESTOP_BIN:-$ROOT/target/release/prestop-injector}")
 NOOP_BIN=$BENCH_CACHE/noop-target/release/noop-server
 # The kube-rs example binds $ADMISSION_PRIVATE_IP:8443; the others take free neighbours.
 NOOP_PORT=18441 PRESTOP_PORT=18442 PRESTOP_PROBE=18081 KUBE_PORT=8443
@@ -63,8 +69,10 @@ if [[ -z ${BENCH_IN_NETNS:-} ]]; then
   [[ -z $KUBE_EXAMPLE_BIN || -x $KUBE_EXAMPLE_BIN ]] || die "KUBE_EXAMPLE_BIN=$KUBE_EXAMPLE_BIN is not an executable"
   say "== load average before the builds: $(cut -d' ' -f1-3 /proc/loadavg)"
   if [[ ${SKIP_BUILD:-} != 1 ]]; then
-    say "== building (nice 19): prestop-injector, noop-server"
-    nice -n 19 cargo build --release --locked --bin prestop-injector
+    say "== building (nice 19): $( ((BUILD_PRESTOP)) && echo 'prestop-injector, ')noop-server"
+    if ((BUILD_PRESTOP)); then
+      nice -n 19 cargo build --release --locked --bin prestop-injector
+    fi
     CARGO_TARGET_DIR=$BENCH_CACHE/noop-target nice -n 19 \
       cargo build --release --locked --manifest-path bench/noop-server/Cargo.toml
   fi
@@ -237,7 +245,7 @@ label() {
     noop) echo "do-nothing TLS server (bench/noop-server)" ;;
     noop-ours) echo "do-nothing TLS server answering our answer's bytes" ;;
     prestop-quiet) echo "prestop-injector serve, RUST_LOG=warn (no info line)" ;;
-    prestop) echo "prestop-injector serve $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo -dirty)" ;;
+    prestop) echo "prestop-injector serve $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo -dirty)$( ((BUILD_PRESTOP)) || echo " ($PRESTOP_BIN)")" ;;
     kube-rs) echo "$KUBE_EXAMPLE_LABEL" ;;
   esac
 }
@@ -281,6 +289,11 @@ row() { # label other goal
 }
 [[ -n ${PID[kube-rs]:-} ]] && row "prestop-injector / kube-rs example" kube-rs 1.5
 row "prestop-injector / do-nothing" noop 0.5
+# Issue 40's "peak RSS under that load ≤ 12 MB", in decimal megabytes (/proc counts KiB).
+hwm_kib=$(awk '/^VmHWM:/ {print $2}' "/proc/${PID[prestop]}/status")
+printf '| prestop-injector VmHWM after the rounds | %.1f MiB = **%.1f MB** | | ≤ 12 MB | %s |\n' \
+  "$(awk -v k="$hwm_kib" 'BEGIN {print k / 1024}')" "$(awk -v k="$hwm_kib" 'BEGIN {print k * 1.024 / 1000}')" \
+  "$(awk -v k="$hwm_kib" 'BEGIN {print (k * 1024 <= 12e6 ? "met" : "not met")}')"
 if [[ ${SPLIT:-} == 1 ]]; then
   split_row() { # label numerator denominator
     printf '| %s | %s× | %s× | | (split) |\n' "$1" \
