@@ -1,5 +1,6 @@
 //! No import circles between modules: at every level of the module tree, the sibling
-//! modules' `crate::…` / `super::…` references form a graph without a cycle.
+//! modules' `crate::…` / `super::…` references form a graph without a cycle. And no
+//! source file of the programs over [`MAX_LINES`] lines.
 //!
 //! A circle means neither side can be read, tested or moved without the other; the arrows
 //! should point one way, into the core (`admission` → `mutation`, `pod` → `containers`).
@@ -493,6 +494,64 @@ fn no_import_circles_in_the_cleaner() {
         "import circles in cleaner/src/:\n{}",
         found.join("\n")
     );
+}
+
+/// A file a reader takes in at one sitting (issue 40). One that grows past it is split
+/// along a seam its readers will recognise, not trimmed of comments.
+const MAX_LINES: usize = 400;
+
+/// Test code is exempt: everything under `tests/`, and a module's tests in a file of
+/// their own (`tests.rs`, or any file below a `tests` directory of `src/`).
+fn is_test_file(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == "tests.rs")
+        || path.components().any(|part| part.as_os_str() == "tests")
+}
+
+/// Every `.rs` file below `dir` with its line count, as `wc -l` counts them.
+fn line_counts(dir: &Path, found: &mut Vec<(PathBuf, usize)>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            line_counts(&path, found);
+        } else if path.extension().is_some_and(|ext| ext == "rs") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            found.push((path, text.matches('\n').count()));
+        }
+    }
+}
+
+#[test]
+fn no_program_source_file_over_the_limit() {
+    let root = manifest("");
+    let mut files = Vec::new();
+    for dir in ["src", "cleaner/src"] {
+        line_counts(&manifest(dir), &mut files);
+    }
+    assert!(
+        files.len() > 100,
+        "read only {} files: the walk is broken",
+        files.len()
+    );
+    let over: Vec<String> = files
+        .iter()
+        .filter(|(path, lines)| {
+            *lines > MAX_LINES && !is_test_file(path.strip_prefix(&root).unwrap())
+        })
+        .map(|(path, lines)| format!("{} {lines}", path.strip_prefix(&root).unwrap().display()))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "source files over {MAX_LINES} lines (split each along a seam):\n{}",
+        over.join("\n")
+    );
+    // The exemption is for test files only: a program file of any name counts.
+    assert!(is_test_file(Path::new("src/mutation/hook/tests.rs")));
+    assert!(is_test_file(Path::new(
+        "src/mutation/shell_fix/portable/tests/attacker_values.rs"
+    )));
+    assert!(!is_test_file(Path::new("src/mutation/inject/delivery.rs")));
+    assert!(!is_test_file(Path::new("src/mutation/tests_of_scope.rs")));
 }
 
 /// The checker itself: a circle through a `use` group, `super::super`, a `#[path]` module

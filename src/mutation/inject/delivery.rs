@@ -19,6 +19,9 @@
 use crate::mutation::field::Field;
 use crate::mutation::hook::ours::{installer_argv, is_installer};
 use crate::mutation::hook::PROGRAM_DIR;
+use crate::mutation::inject::named::{
+    free_name, list, merge, name_of, remove_at, update_named, update_our_mounts,
+};
 use crate::mutation::inject::others::with_others;
 use json_patch::PatchOperation;
 use serde_json::{json, Map, Value};
@@ -31,31 +34,6 @@ pub const VOLUME_NAME: &str = "prestop-clean";
 const SIZE_LIMIT: &str = "16Mi";
 /// distroless `nonroot`: any numeric non-root user can write an `emptyDir`.
 const INSTALLER_USER: u64 = 65532;
-
-pub(super) fn name_of(value: &Value) -> Option<&str> {
-    value.field("name").and_then(Value::as_str)
-}
-
-pub(super) fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
-    spec.field(key)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
-/// `base`, else `base-2`, `base-3`, … : the first name `taken` does not hold.
-pub(super) fn free_name(base: &str, taken: &[&str]) -> String {
-    (1..)
-        .map(|n| {
-            if n == 1 {
-                base.to_owned()
-            } else {
-                format!("{base}-{n}")
-            }
-        })
-        .find(|name| !taken.contains(&name.as_str()))
-        .unwrap_or_default()
-}
 
 /// The names of our installer and volume in one pod spec: found, or chosen free.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,94 +213,6 @@ fn mounts_with_others(existing: Option<&Value>, wanted: &Map<String, Value>) -> 
         crate::mutation::targets::normalize(path).map(Value::String)
     })
     .unwrap_or_else(|| Value::Array(ours.to_vec()))
-}
-
-/// Sets the entries of `wanted` on `existing` that differ, leaving every other key.
-fn merge(existing: &mut Map<String, Value>, wanted: Map<String, Value>) {
-    for (key, value) in wanted {
-        if existing.get(&key) != Some(&value) {
-            existing.insert(key, value);
-        }
-    }
-}
-
-/// In the array `owner[key]`, the element named `name`: merged with `wanted`, appended
-/// when absent, or removed when `wanted` is `None` (the array too, once empty).
-/// Gives each app container that `needs` it our `mount` of `volume`, and takes it from the
-/// others; a container whose mount of that name is a user's (`is_ours` says no) is never
-/// touched.
-pub(super) fn update_our_mounts(
-    spec: &mut Value,
-    volume: &str,
-    mount: &Value,
-    needs: &[bool],
-    is_ours: &dyn Fn(&Value) -> bool,
-) {
-    let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) else {
-        return;
-    };
-    for (index, container) in containers.iter_mut().enumerate() {
-        let need = needs.get(index).copied().unwrap_or(false);
-        // A user's mount that only shares our volume's name is never touched.
-        let ours = list(container, "volumeMounts")
-            .iter()
-            .all(|m| name_of(m) != Some(volume) || is_ours(m));
-        if ours {
-            update_named(
-                container,
-                "volumeMounts",
-                volume,
-                mount.as_object().filter(|_| need),
-            );
-        }
-    }
-}
-
-pub(super) fn update_named(
-    owner: &mut Value,
-    key: &str,
-    name: &str,
-    wanted: Option<&Map<String, Value>>,
-) {
-    let Some(owner) = owner.as_object_mut() else {
-        return;
-    };
-    let position = owner
-        .field(key)
-        .and_then(Value::as_array)
-        .and_then(|items| items.iter().position(|item| name_of(item) == Some(name)));
-    match (wanted, position) {
-        (None, None) => {}
-        (None, Some(index)) => remove_at(owner, key, index),
-        (Some(wanted), Some(index)) => {
-            if let Some(existing) = owner[key][index].as_object_mut() {
-                merge(existing, wanted.clone());
-            }
-        }
-        (Some(wanted), None) => {
-            let slot = owner.entry(key).or_insert(Value::Null);
-            if slot.is_null() {
-                *slot = Value::Array(Vec::new());
-            }
-            if let Some(items) = slot.as_array_mut() {
-                items.push(Value::Object(wanted.clone()));
-            }
-        }
-    }
-}
-
-/// Removes `owner[key][index]`, and the array when that leaves it empty.
-fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
-    let now_empty = owner
-        .field_mut(key)
-        .and_then(Value::as_array_mut)
-        .is_some_and(|items| {
-            items.remove(index);
-            items.is_empty()
-        });
-    if now_empty {
-        owner.remove(key);
-    }
 }
 
 /// The patch from `original` to `mutated` (both pod templates: `metadata` + `spec`, at

@@ -25,7 +25,8 @@
 //!   `allowedHostPathPrefixes` entry or is or holds a protected directory
 //!   ([`crate::policy::node_agent_directory_refusal`]).
 
-use super::delivery::{free_name, list, name_of, overlaps, update_named, update_our_mounts};
+use super::delivery::overlaps;
+use super::named::{free_name, list, name_of, update_named, update_our_mounts};
 use crate::config::Config;
 use crate::mutation::field::{At, Field};
 use crate::mutation::hook::ours::is_our_sidecar;
