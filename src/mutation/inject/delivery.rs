@@ -20,7 +20,8 @@ use crate::mutation::field::Field;
 use crate::mutation::hook::ours::{installer_argv, is_installer};
 use crate::mutation::hook::PROGRAM_DIR;
 use crate::mutation::inject::named::{
-    free_name, list, merge, name_of, remove_at, update_named, update_our_mounts,
+    free_container_name, free_name, list, merge, name_of, remove_at, update_named,
+    update_our_mounts,
 };
 use crate::mutation::inject::others::with_others;
 use json_patch::PatchOperation;
@@ -56,14 +57,7 @@ impl Delivery {
                 .and_then(name_of)
                 .map(str::to_owned)
         });
-        let installer = installer.unwrap_or_else(|| {
-            let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
-                .iter()
-                .flat_map(|key| list(spec, key))
-                .filter_map(name_of)
-                .collect();
-            free_name(INSTALLER_NAME, &taken)
-        });
+        let installer = installer.unwrap_or_else(|| free_container_name(spec, INSTALLER_NAME));
         let volume = volume.unwrap_or_else(|| {
             let taken: Vec<&str> = list(spec, "volumes").iter().filter_map(name_of).collect();
             free_name(VOLUME_NAME, &taken)

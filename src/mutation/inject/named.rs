@@ -35,6 +35,18 @@ pub(super) fn free_name(base: &str, taken: &[&str]) -> String {
         .unwrap_or_default()
 }
 
+/// The first of `base`, `base-2`, … that no container of the pod (init, app or
+/// ephemeral) is named: the installer's and the sidecar's names when the pod has none of
+/// ours yet.
+pub(super) fn free_container_name(spec: &Value, base: &str) -> String {
+    let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|key| list(spec, key))
+        .filter_map(name_of)
+        .collect();
+    free_name(base, &taken)
+}
+
 /// Sets the entries of `wanted` on `existing` that differ, leaving every other key.
 pub(super) fn merge(existing: &mut Map<String, Value>, wanted: Map<String, Value>) {
     for (key, value) in wanted {
@@ -145,6 +157,23 @@ mod tests {
         assert_eq!(spec, json!({}), "the list goes once empty");
         update_named(&mut spec, "volumes", "ours", wanted.as_object());
         assert_eq!(spec, json!({"volumes": [wanted]}), "appended");
+    }
+
+    #[test]
+    fn a_container_name_is_free_in_every_list_of_containers() {
+        let spec = json!({
+            "initContainers": [{"name": "x"}],
+            "containers": [{"name": "x-2"}],
+            "ephemeralContainers": [{"name": "x-3"}],
+            "volumes": [{"name": "x-4"}],
+        });
+        assert_eq!(
+            free_container_name(&spec, "x"),
+            "x-4",
+            "a volume's name is no container's"
+        );
+        assert_eq!(free_container_name(&spec, "y"), "y");
+        assert_eq!(free_container_name(&json!({"containers": 5}), "x"), "x");
     }
 
     #[test]

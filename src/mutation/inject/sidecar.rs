@@ -15,6 +15,7 @@ use crate::config::{CleanerMode, Config};
 use crate::mutation::field::Field;
 use crate::mutation::hook;
 use crate::mutation::hook::ours::is_our_sidecar;
+use crate::mutation::inject::named::free_container_name;
 use crate::mutation::inject::node_agent::{self, NodeAgent};
 use crate::mutation::inject::others::with_others;
 pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
@@ -24,7 +25,7 @@ use crate::mutation::targets;
 use serde_json::{json, Map, Value};
 
 /// The sidecar's name, unless a container of the pod already has it: then
-/// `prestop-cleanup-2`, `-3`, … (see [`free_name`]).
+/// `prestop-cleanup-2`, `-3`, … (see `named::free_container_name`).
 pub const NAME: &str = "prestop-cleanup";
 
 /// The shell sidecar's shell (`cleaner.mode: shell`); its image must provide it (busybox does).
@@ -159,21 +160,6 @@ fn is_node_agent_mount(mount: &Value) -> bool {
     mount.field("mountPath").and_then(Value::as_str) == Some(node_agent::MOUNT_PATH)
 }
 
-/// The first of `prestop-cleanup`, `prestop-cleanup-2`, … that no container of the pod
-/// (init, app or ephemeral) is named.
-fn free_name(spec: &Value) -> String {
-    let taken: Vec<&str> = ["initContainers", "containers", "ephemeralContainers"]
-        .iter()
-        .filter_map(|key| spec.get(*key).and_then(Value::as_array))
-        .flatten()
-        .filter_map(|c| c.field("name").and_then(Value::as_str))
-        .collect();
-    std::iter::once(NAME.to_owned())
-        .chain((2..).map(|n| format!("{NAME}-{n}")))
-        .find(|name| !taken.contains(&name.as_str()))
-        .unwrap_or_else(|| NAME.to_owned())
-}
-
 /// Adds, updates or removes our sidecar so that it matches `plan`; returns its name.
 /// Our sidecar is recognised by its command, never by its name, so a user's container
 /// that only shares the name is never touched.
@@ -200,7 +186,7 @@ pub fn apply(
         return None;
     };
     let Some(index) = position else {
-        let name = free_name(spec);
+        let name = free_container_name(spec, NAME);
         let wanted = plan.container(spec, config, &name);
         let slot = spec
             .as_object_mut()?
