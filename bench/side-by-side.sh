@@ -245,7 +245,7 @@ label() {
     noop) echo "do-nothing TLS server (bench/noop-server)" ;;
     noop-ours) echo "do-nothing TLS server answering our answer's bytes" ;;
     prestop-quiet) echo "prestop-injector serve, RUST_LOG=warn (no info line)" ;;
-    prestop) echo "prestop-injector serve $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo -dirty)$( ((BUILD_PRESTOP)) || echo " ($PRESTOP_BIN)")" ;;
+    prestop) echo "prestop-injector serve $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet HEAD -- src Cargo.toml Cargo.lock || echo -dirty)$( ((BUILD_PRESTOP)) || echo " checkout, binary $PRESTOP_BIN")" ;;
     kube-rs) echo "$KUBE_EXAMPLE_LABEL" ;;
   esac
 }
