@@ -62,11 +62,6 @@ const MAX_TRIES: u8 = 8;
 /// reaper. Process-wide: a deadline is the program's, never one walk's.
 pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 
-/// Set when the node agent withdrew the answer a walk started on ([`crate::hold`]):
-/// every walk stops at its next entry, as at the deadline. Reset before each guarded
-/// target (the program walks one target at a time).
-pub(crate) static WITHDRAWN: AtomicBool = AtomicBool::new(false);
-
 /// Removed entries between two progress reports ([`Walk::progress`]).
 pub(crate) const PROGRESS_EVERY: u64 = 256;
 
@@ -239,7 +234,7 @@ impl<'a> Walk<'a> {
     fn halted(&self) -> bool {
         self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed))
             || STOP.load(Ordering::Relaxed)
-            || WITHDRAWN.load(Ordering::Relaxed)
+            || crate::hold::answer_withdrawn()
     }
 
     /// Tells `progress` how far the walk got, every [`PROGRESS_EVERY`] removed entries.
