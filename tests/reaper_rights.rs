@@ -424,3 +424,45 @@ async fn mid_walk_arrival(uid: u32, dirs: usize) {
     reaper.act_on_due().await;
     assert_eq!(entries(&dir), 0, "emptied once the container is gone");
 }
+
+/// The walk's first look comes before the cleaner starts, not one interval into the walk:
+/// the last full check was made before the walk's own watch listed the node (seconds on a
+/// busy API server), and a pod bound meanwhile is a user from its binding on. Here the
+/// look finds a user at once: nothing is removed. Before, the cleaner ran for one
+/// interval first (here 300 ms: every file).
+#[test]
+fn a_user_found_before_the_walk_starts_loses_nothing() {
+    use prestop_clean::in_use::Busy;
+    use prestop_injector::reaper::node::guard::{walk_as, Walked, GUARD_INTERVAL};
+    let Some(cleaner) = reaper_support::cleaner::program() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for f in 0..100 {
+        std::fs::write(dir.path().join(format!("f{f}")), b"").unwrap();
+    }
+    let user = PodUser {
+        uid: 0,
+        gid: 0,
+        groups: Vec::new(),
+    };
+    let looks = std::sync::atomic::AtomicUsize::new(0);
+    let walked = walk_as(
+        cleaner,
+        &user,
+        dir.path().to_str().unwrap(),
+        GUARD_INTERVAL * 3,
+        &|| {
+            looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(Busy::InUse(
+                "a pod bound while the walk's watch listed".to_owned(),
+            ))
+        },
+    );
+    assert!(
+        matches!(walked, Walked::Stopped { removed: 0, .. }),
+        "{walked:?}"
+    );
+    assert_eq!(looks.into_inner(), 1);
+    assert_eq!(entries(dir.path()), 100);
+}

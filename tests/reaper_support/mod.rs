@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 #[path = "../support/cleaner.rs"]
-mod cleaner;
+pub mod cleaner;
 pub mod container;
 
 use crate::core_support::{host_path_volume, job, scratch_container};

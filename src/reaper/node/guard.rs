@@ -6,7 +6,10 @@
 //!   ([`prestop_clean::as_user`]). It gets no environment, `/` as its directory and no
 //!   descriptor of the reaper's but its three standard ones (Rust opens every other with
 //!   `O_CLOEXEC`).
-//! - **Guarded.** While it walks, the in-use check runs again every [`GUARD_INTERVAL`];
+//! - **Guarded.** The in-use check runs once more before the child starts (the last full
+//!   check was made before the walk's own watch listed the node, which can take
+//!   seconds: a pod bound meanwhile must not lose one interval of removals), and again
+//!   every [`GUARD_INTERVAL`] while it walks;
 //!   as soon as it finds a user (or cannot tell), the walk is stopped: the reaper closes
 //!   the child's stdin, a pipe on which the child waits in a thread of its own and then
 //!   sends itself `SIGKILL` (a process may always signal itself; the reaper, root without
@@ -54,7 +57,8 @@ pub enum Walked {
     Failed(String),
 }
 
-/// Runs `cleaner empty` on `location` as `user`, with `in_use` again every `interval`.
+/// Runs `cleaner empty` on `location` as `user` once `in_use` finds no user, with
+/// `in_use` again every `interval`.
 pub fn walk_as(
     cleaner: &Path,
     user: &PodUser,
@@ -63,6 +67,14 @@ pub fn walk_as(
     in_use: &dyn Fn() -> Result<(), Busy>,
 ) -> Walked {
     let start = Instant::now();
+    if let Err(busy) = in_use() {
+        return Walked::Stopped {
+            busy,
+            removed: 0,
+            bytes: 0,
+            elapsed: start.elapsed(),
+        };
+    }
     let args = EmptyArgs {
         user: user.into(),
         path: location.to_owned(),
