@@ -9,7 +9,7 @@ use core_support::{host_path_volume, job, mutate_with, scratch_container};
 use prestop_injector::config::Config;
 use prestop_injector::mutation::seal::{seal, SEAL};
 use prestop_injector::mutation::Endpoint;
-use prestop_injector::reaper::derive::{pod_facts, PodFacts};
+use prestop_injector::reaper::derive::{pod_facts, pod_facts_with, PodFacts};
 use prestop_injector::seal_keys::SealKeys;
 use serde_json::{json, Value};
 
@@ -318,4 +318,59 @@ fn every_container_mount_and_unmounted_volume_is_a_use() {
     ] {
         assert!(known.contains(&expected), "{expected:?} in {known:?}");
     }
+}
+
+/// A read-only whole-node view is no use (docs/REAPER.md#when), but only where it shows a
+/// directory above every prefix: the same volume mounted read-only with a `subPath` that
+/// reaches the scratch directory reads it, and keeps it while its pod is pending or
+/// crash-looping. Before, the volume's read-only mounts were all dropped by its own
+/// path (`/mnt`), and the directory was emptied under its reader.
+#[test]
+fn a_read_only_mount_into_the_directory_is_a_use_whatever_its_volume() {
+    let pod = json!({
+        "metadata": {"name": "p", "namespace": "n", "uid": "u"},
+        "spec": {
+            "volumes": [host_path_volume("node", "/mnt")],
+            "containers": [{"name": "c", "volumeMounts": [
+                {"name": "node", "mountPath": "/host", "readOnly": true},
+                {"name": "node", "mountPath": "/input", "readOnly": true, "subPath": "scratch/job"},
+                {"name": "node", "mountPath": "/logs", "readOnly": true, "subPath": "logs"},
+            ]}],
+        }
+    });
+    // As the reaper and the agent run by default (`--read-only-views-keep` unset).
+    let facts = pod_facts_with(&pod, &config(), false).expect("a pod with a uid");
+    let known: Vec<(&str, bool)> = facts
+        .uses
+        .iter()
+        .map(|u| (u.known.as_str(), u.open.is_some()))
+        .collect();
+    assert!(known.contains(&("/mnt/scratch/job", false)), "{known:?}");
+    // The whole-node view itself is still no use; /mnt/logs is beside every prefix.
+    assert!(!known.contains(&("/mnt", false)), "{known:?}");
+}
+
+/// A mount whose path the kubelet's rules cannot read (`/b/../c`) still shows its
+/// volume's directory: it is a use like any mount. Before, it was taken for the volume
+/// as declared, and dropped because another container mounts the volume.
+#[test]
+fn a_mount_with_an_odd_mount_path_is_a_use() {
+    let pod = json!({
+        "metadata": {"name": "p", "namespace": "n", "uid": "u"},
+        "spec": {
+            "volumes": [host_path_volume("s", "/mnt/scratch")],
+            "containers": [
+                {"name": "a", "volumeMounts": [{"name": "s", "mountPath": "/a", "subPath": "x"}]},
+                {"name": "b", "volumeMounts": [{"name": "s", "mountPath": "/b/../c", "subPath": "job"}]},
+            ],
+        }
+    });
+    let facts = facts(&pod);
+    let known: Vec<(&str, bool)> = facts
+        .uses
+        .iter()
+        .map(|u| (u.known.as_str(), u.open.is_some()))
+        .collect();
+    assert!(known.contains(&("/mnt/scratch/job", false)), "{known:?}");
+    assert!(known.contains(&("/mnt/scratch/x", false)), "{known:?}");
 }

@@ -102,6 +102,7 @@ pub fn pod_facts_with(
             } else {
                 views::read_only_views(spec, config)
             },
+            config,
         ),
         claims: pod_claims(pod),
         ended: pod

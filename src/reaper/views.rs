@@ -13,18 +13,39 @@ use std::collections::HashSet;
 /// container mounts it (the kubelet still sets it up). So the pods of one Job that mount
 /// `/mnt/scratch/jobs` with `subPathExpr: $(POD_UID)` each reach their own directory,
 /// and never hold each other's (issue 32, finding 2).
-pub fn reachable(views: Vec<View>, read_only: &HashSet<String>) -> Vec<HostPath> {
+///
+/// A view of a `read_only` volume is left out only where it shows a directory strictly
+/// above every allowed prefix: a read-only mount of `/mnt` with `subPath: scratch/job`
+/// reads the directory itself and keeps it, whatever its volume is.
+pub fn reachable(views: Vec<View>, read_only: &HashSet<String>, config: &Config) -> Vec<HostPath> {
     let mounted: HashSet<String> = views
         .iter()
-        .filter(|view| view.mount_path.is_some())
+        .filter(|view| !view.declared)
         .map(|view| view.volume.clone())
         .collect();
     views
         .into_iter()
-        .filter(|view| view.mount_path.is_some() || !mounted.contains(&view.volume))
-        .filter(|view| !read_only.contains(&view.volume))
+        .filter(|view| !view.declared || !mounted.contains(&view.volume))
+        .filter(|view| {
+            !(read_only.contains(&view.volume)
+                && view.host.open.is_none()
+                && above_every_prefix(&view.host.known, config))
+        })
         .map(|view| view.host)
         .collect()
+}
+
+/// Whether `path` is strictly above every allowed prefix (and there is one).
+fn above_every_prefix(path: &str, config: &Config) -> bool {
+    let path = path.trim_end_matches('/');
+    !config.allowed_host_path_prefixes.is_empty()
+        && config.allowed_host_path_prefixes.iter().all(|prefix| {
+            let prefix = prefix.trim_end_matches('/');
+            prefix != path
+                && prefix
+                    .strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
 }
 
 /// The hostPath volumes strictly above every allowed prefix that some container mounts
@@ -50,17 +71,6 @@ pub fn read_only_views(spec: &Value, config: &Config) -> HashSet<String> {
             }
         }
     }
-    let above_every_prefix = |path: &str| {
-        let path = path.trim_end_matches('/');
-        !config.allowed_host_path_prefixes.is_empty()
-            && config.allowed_host_path_prefixes.iter().all(|prefix| {
-                let prefix = prefix.trim_end_matches('/');
-                prefix != path
-                    && prefix
-                        .strip_prefix(path)
-                        .is_some_and(|rest| rest.starts_with('/'))
-            })
-    };
     let volumes = spec.get("volumes").and_then(Value::as_array);
     volumes
         .into_iter()
@@ -68,8 +78,10 @@ pub fn read_only_views(spec: &Value, config: &Config) -> HashSet<String> {
         .filter_map(|volume| {
             let name = volume.get("name").and_then(Value::as_str)?;
             let path = volume.pointer("/hostPath/path").and_then(Value::as_str)?;
-            (read_only.contains(name) && !written.contains(name) && above_every_prefix(path))
-                .then(|| name.to_owned())
+            (read_only.contains(name)
+                && !written.contains(name)
+                && above_every_prefix(path, config))
+            .then(|| name.to_owned())
         })
         .collect()
 }

@@ -71,8 +71,11 @@ pub struct View {
     pub volume: String,
     pub sub_path: SubPath,
     pub host: HostPath,
-    /// The container path, for messages; `None` for the volume as declared.
+    /// The container path, for messages; `None` for the volume as declared, and for a
+    /// mount whose path the kubelet's way cannot be read (`/b/../c`).
     pub mount_path: Option<String>,
+    /// The volume as declared in `spec.volumes`, not a container's mount of it.
+    pub declared: bool,
 }
 
 /// Every place a hostPath volume of the pod shows a host directory: each volume as
@@ -103,6 +106,7 @@ pub fn pod_views_resolving(
                 sub_path: SubPath::Whole,
                 host,
                 mount_path: None,
+                declared: true,
             });
         }
     }
@@ -162,5 +166,6 @@ fn mount_view(
         sub_path,
         host,
         mount_path,
+        declared: false,
     })
 }
