@@ -11,10 +11,13 @@
 //! which since 1.24 it does while the phase still says `Running` (`mergePodStatus` holds
 //! the terminal phase back until every container has stopped, so the cleanup's SIGTERM
 //! comes first):
-//! - a `DisruptionTarget` condition that is `True`: the kubelet writes it before it
-//!   kills the pod for a node-pressure eviction or a graceful node shutdown
-//!   (`TerminationByKubelet`), as the API server does for an eviction, a preemption or
-//!   a taint (a deletion follows those);
+//! - a `DisruptionTarget` condition that is `True` with the reason
+//!   `TerminationByKubelet`: the kubelet writes it before it kills the pod for a
+//!   node-pressure eviction or a graceful node shutdown. The API server's reasons (an
+//!   eviction, a preemption, a taint) are not taken: a deletion follows those, which
+//!   says it, and when it does not (a failed delete) the condition stays `True` until
+//!   the disruption controller clears it minutes later, while the pod runs on and may be
+//!   restarted in place;
 //! - its `activeDeadlineSeconds` have run out since `status.startTime`, on the node's
 //!   clock, which is the kubelet's (`pastActiveDeadline`).
 //!
@@ -49,11 +52,11 @@ pub fn decide(pod: Option<&Pod>, uid: &str, node: &str, now: DateTime<Utc>) -> R
         return Ok(());
     }
     if status.is_some_and(|status| {
-        status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|condition| condition.type_ == "DisruptionTarget" && condition.status == "True")
+        status.conditions.iter().flatten().any(|condition| {
+            condition.type_ == "DisruptionTarget"
+                && condition.status == "True"
+                && condition.reason.as_deref() == Some("TerminationByKubelet")
+        })
     }) {
         return Ok(());
     }
@@ -186,7 +189,8 @@ mod tests {
         // Ended by the kubelet alone (here its deadline ran out): no end in the object.
         let evicted = pod(
             "Never",
-            json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "True"}]}}),
+            json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                              "reason": "TerminationByKubelet"}]}}),
         );
         assert!(decide(Some(&evicted), UID, "node-a", now()).is_ok());
         let why = grace_left(Some(&evicted), UID, "node-a", now()).unwrap_err();
@@ -298,22 +302,34 @@ mod tests {
     /// containers, the sidecar last; the phase stays `Running` until all have stopped.
     #[test]
     fn a_pod_the_kubelet_evicts_is_ending_while_its_phase_still_says_running() {
+        let disrupted = |reason: &str, extra: Value| {
+            let mut status = json!({"status": {"phase": "Running",
+                "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason}],
+                "containerStatuses": [terminated("app", 137), running("uploader", 0)]}});
+            json_patch::merge(&mut status, &extra);
+            pod("OnFailure", status)
+        };
+        assert_eq!(
+            decided(&disrupted("TerminationByKubelet", json!({}))),
+            Ok(())
+        );
+        // The API server's reasons come with a deletion, which says the pod is ending.
+        // Alone (a delete that failed), the condition stays `True` for minutes while the
+        // pod runs on, and a sandbox recreation then must not empty its directory.
         for reason in [
-            "TerminationByKubelet",
             "EvictionByEvictionAPI",
             "PreemptionByScheduler",
+            "DeletionByTaintManager",
         ] {
-            let pod = pod(
-                "OnFailure",
-                json!({"status": {"phase": "Running",
-                    "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": reason}],
-                    "containerStatuses": [terminated("app", 137), running("uploader", 0)]}}),
-            );
-            assert_eq!(decided(&pod), Ok(()), "{reason}");
+            let why = decided(&disrupted(reason, json!({}))).expect_err(reason);
+            assert!(why.contains("restartPolicy OnFailure"), "{reason}: {why}");
+            let deleted = json!({"metadata": {"deletionTimestamp": "2026-12-05T12:00:30Z"}});
+            assert_eq!(decided(&disrupted(reason, deleted)), Ok(()), "{reason}");
         }
         let not_true = pod(
             "OnFailure",
-            json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "False"}]}}),
+            json!({"status": {"conditions": [{"type": "DisruptionTarget", "status": "False",
+                                              "reason": "TerminationByKubelet"}]}}),
         );
         assert!(decided(&not_true).is_err());
     }
