@@ -187,7 +187,9 @@ impl Reaper {
                 self.events.send(Kind::Warning, events::REFUSED, &event);
                 return Next::Postpone;
             }
-            None => return Next::Forget,
+            // The walk's thread panicked (its error is logged): nothing says the directory
+            // is empty, so it stays recorded and is tried again after the delay.
+            None => return Next::Postpone,
         };
         self.metrics.entries_removed.inc_by(report.removed);
         self.metrics.bytes_freed.inc_by(report.bytes);
@@ -305,7 +307,12 @@ impl Reaper {
         match walked {
             Ok(walked) => Some(walked),
             Err(error) => {
-                tracing::error!(directory, %error, "the cleaner's walk did not finish");
+                tracing::error!(
+                    directory,
+                    %error,
+                    "the cleaner's walk did not finish; it stays recorded and is tried again \
+                     after the delay"
+                );
                 None
             }
         }
