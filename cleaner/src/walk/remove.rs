@@ -57,7 +57,13 @@ impl Walk<'_> {
         if let Some(top) = self.stack.last_mut() {
             top.left += 1;
         }
-        let path = self.path_of(name);
+        // Named only while there is room: a tree of a million survivors deep down would
+        // otherwise spend its deadline copying paths that are thrown away.
+        let path = if self.survivors.len() < MAX_NAMED {
+            self.path_of(name)
+        } else {
+            Vec::new()
+        };
         self.survive_path(path, reason);
     }
 
