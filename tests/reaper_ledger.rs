@@ -232,6 +232,46 @@ fn a_pod_the_kubelet_ended_while_its_object_stays_has_its_directory_emptied() {
     assert!(due_dirs(&mut ledger, t1 + DELAY * 10).is_empty());
 }
 
+/// The same across a restart: what was dealt with is kept beside the state file, so the
+/// restarted reaper's first list, which still shows the ended pod, records its directory
+/// no more. Before, the restart recorded it again and emptied it once more after the
+/// delay, taking whatever had been written there since by anything but a live pod. A
+/// pair whose pod the first list does not show is dropped.
+#[test]
+fn what_was_dealt_with_stays_dealt_with_across_a_restart() {
+    use prestop_injector::reaper::state;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state.json");
+    let t0 = Instant::now();
+    let mut ledger = Ledger::new(DELAY);
+    ledger.list_started();
+    ledger.apply(&ended(injected(1, "/s/a")), t0);
+    ledger.apply(&ended(injected(2, "/s/b")), t0);
+    ledger.list_done(t0);
+    assert_eq!(due_dirs(&mut ledger, t0 + DELAY), ["/s/a", "/s/b"]);
+    ledger.finished("/s/a");
+    ledger.finished("/s/b");
+    state::save(&file, "node-a", ledger.records(), None).unwrap();
+    state::save_dealt_with(&file, "node-a", &ledger.dealt_with()).unwrap();
+
+    let loaded = state::load(&file, "node-a");
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let mut restarted = Ledger::new(DELAY);
+    restarted.restore(loaded.records);
+    restarted.restore_dealt_with(loaded.dealt_with);
+    let t1 = t0 + DELAY * 5;
+    restarted.list_started();
+    // Pod 1 is still listed; pod 2 was deleted while the reaper was down.
+    restarted.apply(&ended(injected(1, "/s/a")), t1);
+    restarted.list_done(t1);
+    assert!(restarted.records().is_empty());
+    assert!(due_dirs(&mut restarted, t1 + DELAY * 10).is_empty());
+    assert_eq!(
+        restarted.dealt_with(),
+        [("uid-1".to_owned(), "/s/a".to_owned())]
+    );
+}
+
 /// An ended pod uses nothing, so another pod's directory on its line is not held by it;
 /// one that is not ended (crash-looping, pending, between init containers, terminating)
 /// still holds it.

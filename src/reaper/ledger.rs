@@ -116,6 +116,20 @@ impl Ledger {
         &self.records
     }
 
+    /// Restores what was dealt with (the state file's side file): a pod that ended and is
+    /// still listed does not record its directory again after a restart. Pairs of pods
+    /// the first complete list does not show are dropped then.
+    pub fn restore_dealt_with(&mut self, pairs: Vec<(String, String)>) {
+        self.dealt_with = pairs.into_iter().collect();
+    }
+
+    /// (uid, directory) pairs dealt with while their pod is still listed, sorted.
+    pub fn dealt_with(&self) -> Vec<(String, String)> {
+        let mut pairs: Vec<(String, String)> = self.dealt_with.iter().cloned().collect();
+        pairs.sort();
+        pairs
+    }
+
     pub fn is_synced(&self) -> bool {
         self.synced
     }

@@ -222,6 +222,7 @@ async fn reap(args: ReapArgs, config: Config) -> anyhow::Result<()> {
     let mut ledger = ledger::Ledger::new(args.delay);
     let restored = loaded.records.len();
     ledger.restore(loaded.records);
+    ledger.restore_dealt_with(loaded.dealt_with);
     let interrupted = loaded.walking;
     let client = kube::Client::try_default()
         .await

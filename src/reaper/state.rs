@@ -58,8 +58,77 @@ pub struct Loaded {
     pub records: BTreeMap<String, Vec<PodRef>>,
     /// A walk that was under way when the file was last written: it did not finish.
     pub walking: Option<Walking>,
+    /// (uid, directory): dealt with while that pod had ended and was still listed
+    /// ([`save_dealt_with`]), so that a restart's first list records it no more.
+    pub dealt_with: Vec<(String, String)>,
     /// Problems, each a sentence for the log (the file moved aside, an entry dropped).
     pub problems: Vec<String>,
+}
+
+/// The side file of what was dealt with: a file of its own beside the state file, so
+/// that a reaper of an earlier release (whose state file admits no unknown field) still
+/// reads its records after a rollback, and only forgets these.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DealtWithFile {
+    version: u32,
+    node: String,
+    /// (pod uid, directory) pairs.
+    pairs: Vec<(String, String)>,
+}
+
+/// `state.json` → `state.json.dealt-with`, beside it.
+pub fn dealt_with_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".dealt-with");
+    path.with_file_name(name)
+}
+
+/// Reads the side file of `node`; a missing one is empty, a bad one is a problem and
+/// empty (what it held is walked once more: directories already emptied).
+fn load_dealt_with(path: &Path, node: &str, problems: &mut Vec<String>) -> Vec<(String, String)> {
+    let path = dealt_with_path(path);
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(error) => {
+            problems.push(format!("cannot read {}: {error}", path.display()));
+            return Vec::new();
+        }
+    };
+    match serde_json::from_slice::<DealtWithFile>(&text) {
+        Ok(file) if file.version == VERSION && file.node == node => file
+            .pairs
+            .into_iter()
+            .filter(|(_, directory)| prestop_clean::check_target(directory).is_ok())
+            .collect(),
+        Ok(file) => {
+            problems.push(format!(
+                "{} is version {} of node {:?}, not version {VERSION} of {node:?}; ignored",
+                path.display(),
+                file.version,
+                file.node
+            ));
+            Vec::new()
+        }
+        Err(error) => {
+            problems.push(format!(
+                "{} is not valid ({error}); ignored",
+                path.display()
+            ));
+            Vec::new()
+        }
+    }
+}
+
+/// Writes what was dealt with for `node` beside the state file `path`, atomically.
+pub fn save_dealt_with(path: &Path, node: &str, pairs: &[(String, String)]) -> anyhow::Result<()> {
+    let file = DealtWithFile {
+        version: VERSION,
+        node: node.to_owned(),
+        pairs: pairs.to_vec(),
+    };
+    write_atomically(&dealt_with_path(path), &file)
 }
 
 /// Reads the state file of `node`. A missing file is an empty state.
@@ -103,6 +172,7 @@ pub fn load(path: &Path, node: &str) -> Loaded {
         return loaded;
     }
     loaded.walking = file.walking;
+    loaded.dealt_with = load_dealt_with(path, node, &mut loaded.problems);
     for entry in file.directories {
         match prestop_clean::check_target(&entry.path) {
             Ok(()) if !entry.pods.is_empty() => {
@@ -138,7 +208,12 @@ pub fn save(
             .collect(),
         walking: walking.cloned(),
     };
-    let mut text = serde_json::to_vec_pretty(&file)?;
+    write_atomically(path, &file)
+}
+
+/// Writes `value` as JSON to `path` through a temporary file beside it, synced.
+fn write_atomically(path: &Path, value: &impl Serialize) -> anyhow::Result<()> {
+    let mut text = serde_json::to_vec_pretty(value)?;
     text.push(b'\n');
     let dir = path
         .parent()
@@ -156,7 +231,7 @@ pub fn save(
         .inspect_err(|_| {
             let _ = std::fs::remove_file(&temp);
         })
-        .with_context(|| format!("writing the state file {}", path.display()))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// `state.json` → `state.json.corrupt.<seconds since the epoch>`, beside it. The whole
@@ -221,6 +296,43 @@ mod tests {
             "{:?}",
             edited.problems
         );
+    }
+
+    /// The side file of what was dealt with: read back as written; a bad one, another
+    /// node's, or an entry that is not a normalized path loses only itself, never the
+    /// records; a state file without one (an earlier release's) reads as before.
+    #[test]
+    fn what_was_dealt_with_is_a_side_file_that_loses_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut records = BTreeMap::new();
+        records.insert("/mnt/scratch/a".to_owned(), vec![pod("1")]);
+        save(&path, "node-a", &records, None).unwrap();
+        assert!(load(&path, "node-a").dealt_with.is_empty());
+        let pairs = vec![
+            ("2".to_owned(), "/mnt/scratch/b".to_owned()),
+            ("3".to_owned(), "/mnt/../etc".to_owned()),
+        ];
+        save_dealt_with(&path, "node-a", &pairs).unwrap();
+        assert!(dealt_with_path(&path).ends_with("state.json.dealt-with"));
+        let loaded = load(&path, "node-a");
+        assert_eq!(loaded.records, records);
+        assert_eq!(loaded.dealt_with, pairs[..1]);
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        // The state file itself stays what an earlier release reads.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("dealt"), "{text}");
+
+        save_dealt_with(&path, "node-b", &pairs).unwrap();
+        let other = load(&path, "node-a");
+        assert!(other.dealt_with.is_empty() && other.problems.len() == 1);
+        assert_eq!(other.records, records);
+
+        std::fs::write(dealt_with_path(&path), b"{\"version\": 1, \"pai").unwrap();
+        let bad = load(&path, "node-a");
+        assert!(bad.dealt_with.is_empty());
+        assert!(bad.problems[0].contains("not valid"), "{:?}", bad.problems);
+        assert_eq!(bad.records, records);
     }
 
     #[test]

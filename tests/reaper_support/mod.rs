@@ -83,6 +83,7 @@ impl Node {
         let loaded = prestop_injector::reaper::state::load(&self.state, "node-a");
         let mut ledger = Ledger::new(Duration::ZERO);
         ledger.restore(loaded.records);
+        ledger.restore_dealt_with(loaded.dealt_with);
         let mut reaper = Reaper::new(
             config,
             "node-a".into(),

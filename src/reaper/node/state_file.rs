@@ -53,10 +53,14 @@ impl Reaper {
         }
     }
 
-    /// Writes the state file.
+    /// Writes the state file, and beside it what was dealt with.
     pub(super) fn save_now(&mut self) {
         let walking = self.walking.as_ref();
-        match state::save(&self.state_file, &self.node, self.ledger.records(), walking) {
+        let saved = state::save(&self.state_file, &self.node, self.ledger.records(), walking)
+            .and_then(|()| {
+                state::save_dealt_with(&self.state_file, &self.node, &self.ledger.dealt_with())
+            });
+        match saved {
             Ok(()) => self.dirty = false,
             Err(error) => {
                 self.metrics.state_write_failures.inc();
