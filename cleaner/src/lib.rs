@@ -51,6 +51,7 @@ pub use pod_cgroup::is_pod_uid;
 pub use prefix::resolve_prefix;
 pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
 pub use target::check_target;
+pub use walk::MAX_DEPTH;
 pub use walk::WINDOW;
 
 /// The file a cleanup cut off by its deadline leaves in its target (created through the

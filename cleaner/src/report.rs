@@ -84,6 +84,9 @@ pub enum Reason {
     ReadOnly,
     /// The entry changed kind or was written to on every attempt (a concurrent writer).
     Changing,
+    /// A directory deeper below the target than [`crate::walk::MAX_DEPTH`] levels:
+    /// never entered, so it and what it holds stay.
+    TooDeep,
     /// Any other error, as its `errno`.
     Error(i32),
 }
@@ -164,6 +167,11 @@ impl fmt::Display for Reason {
             Reason::NotPermitted => f.write_str("operation not permitted"),
             Reason::ReadOnly => f.write_str("is on a read-only filesystem"),
             Reason::Changing => f.write_str("kept changing during the cleanup"),
+            Reason::TooDeep => write!(
+                f,
+                "is more than {} levels below the target (not entered)",
+                thousands(crate::walk::MAX_DEPTH as u64)
+            ),
             Reason::Error(errno) => write!(f, "{}", std::io::Error::from_raw_os_error(*errno)),
         }
     }

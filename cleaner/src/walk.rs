@@ -53,6 +53,10 @@ use frame::{kind_of, stream, Frame, Kind};
 pub(crate) type HandOff<'a> = dyn Fn(CString, OwnedFd) -> Result<(), (CString, OwnedFd)> + 'a;
 /// Directory descriptors the walk keeps open at most, besides the target's.
 pub const WINDOW: usize = 32;
+/// Directories below the target that a walk enters, one inside the other: what a frame
+/// per level costs stays within a few MB (about 400 bytes a level at most), and no tree
+/// but a tenant's own trick is deeper (`PATH_MAX` is 4,096 bytes).
+pub const MAX_DEPTH: usize = 16_384;
 /// Attempts at one entry whose kind keeps changing (dir → symlink → dir …).
 const MAX_TRIES: u8 = 8;
 

@@ -190,6 +190,7 @@ fn reason_word(reason: Reason) -> String {
         Reason::NotPermitted => "not_permitted".to_owned(),
         Reason::ReadOnly => "read_only".to_owned(),
         Reason::Changing => "changing".to_owned(),
+        Reason::TooDeep => "too_deep".to_owned(),
         Reason::Error(errno) => format!("errno:{errno}"),
     }
 }
@@ -203,6 +204,7 @@ fn parse_reason(word: &str) -> Result<Reason, String> {
         "not_permitted" => Reason::NotPermitted,
         "read_only" => Reason::ReadOnly,
         "changing" => Reason::Changing,
+        "too_deep" => Reason::TooDeep,
         other => match other.strip_prefix("errno:").and_then(digits) {
             Some(errno) => Reason::Error(i32::try_from(errno).map_err(|_| "errno out of range")?),
             None => return Err(format!("unknown survivor reason {other:?}")),

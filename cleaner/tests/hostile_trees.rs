@@ -248,6 +248,69 @@ fn a_tree_deeper_than_path_max_is_emptied() {
     sandbox.assert_emptied();
 }
 
+/// A chain deeper than any real tree (a tenant's `mkdir d; cd d` in a loop): the walk
+/// enters `MAX_DEPTH` levels and no more, so a frame per level costs a few MB and not
+/// hundreds (a million levels took 150–400 MB, in the pod's memory or the reaper's, whose
+/// limit is 128 MiB). What is deeper stays, named; the rest of the target is emptied.
+#[test]
+fn a_chain_deeper_than_the_walk_goes_is_left_named_and_the_rest_emptied() {
+    use prestop_clean::{empty_directory_jobs, Outcome, Reason, MAX_DEPTH};
+    let sandbox = Sandbox::on_tmpfs();
+    // The sandbox's own removal recurses once per level, past a test thread's stack: GNU
+    // rm goes as deep as it must, first, pass or fail.
+    struct RemoveDeep(std::path::PathBuf);
+    impl Drop for RemoveDeep {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("rm")
+                .arg("-rf")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _remove = RemoveDeep(sandbox.target.join("d"));
+    // Deeper than one walk's frames plus every directory the concurrent walk's queue can
+    // hold (4,096 slots at most), so that no number of workers reaches the bottom.
+    let levels = MAX_DEPTH + 4_096 + 8;
+    let mut fd: OwnedFd =
+        openat(CWD, &sandbox.target, OFlags::DIRECTORY, Mode::empty()).expect("open");
+    for _ in 0..levels {
+        mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).expect("mkdirat");
+        fd = openat(&fd, "d", OFlags::DIRECTORY, Mode::empty()).expect("openat");
+    }
+    let bottom = openat(
+        &fd,
+        "bottom",
+        OFlags::CREATE | OFlags::WRONLY,
+        Mode::from_raw_mode(0o644),
+    );
+    drop(bottom.expect("create bottom"));
+    drop(fd);
+    let target = sandbox.target.to_str().expect("utf-8");
+    for jobs in [1, 4] {
+        fs::write(sandbox.target.join("beside"), b"x").expect("write");
+        let report = empty_directory_jobs(target, jobs);
+        let deep = report
+            .survivors
+            .iter()
+            .find(|s| s.reason == Reason::TooDeep)
+            .unwrap_or_else(|| panic!("{jobs} workers: no survivor too deep: {report:?}"));
+        let below = deep.path.strip_prefix(target.as_bytes()).expect("below");
+        let depth = below.split(|b| *b == b'/').filter(|c| *c == b"d").count();
+        if jobs == 1 {
+            // The first level not entered: MAX_DEPTH + 1 names below the target.
+            assert_eq!(depth, MAX_DEPTH + 1);
+        }
+        assert!(depth < levels, "{jobs} workers: {depth}");
+        assert_eq!(report.outcome, Outcome::Incomplete, "{jobs} workers");
+        assert!(!sandbox.target.join("beside").exists(), "{jobs} workers");
+        let summary = report.summary();
+        assert!(
+            summary.contains("levels below the target (not entered)"),
+            "{summary}"
+        );
+    }
+}
+
 /// On tmpfs, so the figure is the program's and not a shared disk's (on this machine's
 /// ext4, mounted with `discard`, the same run took from 3 s to minutes with the load).
 #[test]

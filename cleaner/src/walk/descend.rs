@@ -91,6 +91,12 @@ impl Walk<'_> {
             // Another mount's root, aliased here (a PV inside a hostPath target).
             return self.survive(&name, Reason::OtherMount);
         }
+        if self.stack.len() > MAX_DEPTH {
+            // Every level keeps a frame (its name, where its stream stopped): a chain a
+            // tenant made a million levels deep would cost the walk hundreds of MB, in
+            // the pod's memory or the reaper's. What is deeper stays, named.
+            return self.survive(&name, Reason::TooDeep);
+        }
         // Directly below the root, another worker may take it: its descriptor is
         // opened and checked exactly as here, and its parent's removal waits for it.
         let (name, fd) = match self.hand_off {
