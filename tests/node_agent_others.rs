@@ -61,6 +61,7 @@ impl Node {
             },
             client: None,
             runtime: self.runtime.handle().clone(),
+            bound: Default::default(),
         }
     }
 }

@@ -82,6 +82,7 @@ pub fn run(args: NodeAgentArgs) -> anyhow::Result<ExitCode> {
         },
         client: Some(client),
         runtime: runtime.handle().clone(),
+        bound: Default::default(),
     };
     let source = Arc::new(FromWatch {
         _runtime: runtime,

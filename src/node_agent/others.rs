@@ -42,6 +42,9 @@ pub struct Others {
     pub client: Option<kube::Client>,
     /// Where the claims are read.
     pub runtime: tokio::runtime::Handle,
+    /// What bound claims reach, read once per pod: a walking cleanup asks again every
+    /// 50 ms, and must not cost the API server two gets per claim each time.
+    pub bound: claims::Bound,
 }
 
 impl Others {
@@ -64,16 +67,24 @@ impl Others {
                     let uid = pod.metadata.uid.as_deref();
                     uid != asker && uid != self.own.as_deref() && !has_ended(pod)
                 })
-                .filter_map(|pod| {
-                    let value = serde_json::to_value(pod.as_ref()).ok()?;
-                    pod_facts_with(&value, &self.config, false)
-                })
-                .map(|facts| KnownPod::of(&facts))
+                .cloned()
                 .collect::<Vec<_>>()
         };
+        // Derived outside the picture's lock: the watch that keeps it goes on meanwhile.
+        let known: Vec<KnownPod> = known
+            .iter()
+            .filter_map(|pod| {
+                let value = serde_json::to_value(pod.as_ref()).ok()?;
+                pod_facts_with(&value, &self.config, false)
+            })
+            .map(|facts| KnownPod::of(&facts))
+            .collect();
         let claims = if known.iter().any(|pod| !pod.claims.is_empty()) {
-            self.runtime
-                .block_on(claims::read(self.client.as_ref(), &known))
+            self.runtime.block_on(claims::read(
+                self.client.as_ref(),
+                &known,
+                Some(&self.bound),
+            ))
         } else {
             Vec::new()
         };

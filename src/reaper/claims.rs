@@ -14,12 +14,20 @@
 //! Fail closed: a claim or volume that cannot be read is [`Reach::Unknown`]. A local
 //! volume of another node is not on this node, but it is counted anyway (its node
 //! affinity is not read): at worst a directory waits for that pod to go.
+//!
+//! Bounded: the distinct claims of a round are read [`CONCURRENT`] at a time within one
+//! [`ROUND`]; what is not read by then is unknown, so one pod with a thousand claims
+//! makes a judgement say "unknown", never late. And what a bound claim reaches is read
+//! once per pod ([`Bound`]): the node agent is asked again every 50 ms while a cleanup
+//! walks, and those questions cost the API server nothing for bound claims.
 
 use super::ledger::KnownPod;
 use super::reach::Reach;
 use crate::mutation::targets::{normalize, HostPath, Open};
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// One claim of one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,32 +56,106 @@ enum Volume {
     },
 }
 
-/// How long one claim (its claim and volume gets) may take: the reaper's loop waits for
-/// the check, so a slow API server must not stall it. Longer: unknown, checked again
-/// after the delay.
-const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long one round of claims (each distinct claim's claim and volume gets) may take:
+/// the reaper's loop and the agent's judgement wait for it, so a slow API server (or a
+/// pod with very many claims) must not stall them. Longer: unknown, checked again later.
+const ROUND: Duration = Duration::from_secs(2);
 
-/// Every claim of every pod in `pods`, each distinct claim read once.
-pub async fn read(client: Option<&kube::Client>, pods: &[KnownPod]) -> Vec<ClaimUse> {
-    let mut round: HashMap<(String, String), Volume> = HashMap::new();
-    let mut uses = Vec::new();
-    for known in pods {
-        for claim in &known.claims {
-            let key = (known.pod.namespace.clone(), claim.clone());
-            if !round.contains_key(&key) {
-                let volume = tokio::time::timeout(READ_TIMEOUT, read_one(client, &key.0, claim))
-                    .await
-                    .unwrap_or_else(|_| Volume::Unknown {
-                        why: format!(
-                            "cannot be read: the API server did not answer within {READ_TIMEOUT:?}"
-                        ),
-                    });
-                round.insert(key.clone(), volume);
+/// Claims read at once in a round.
+const CONCURRENT: usize = 8;
+
+/// What bound claims reach, by (pod uid, claim), for the life of each pod: a claim that
+/// a pod uses cannot be deleted while the pod is there (the `kubernetes.io/pvc-protection`
+/// finalizer), its binding to a volume never changes, nor does that volume's path. So for
+/// that pod the answer is fixed once the claim is bound; an unbound, missing or unreadable
+/// claim is read again every round. Entries of pods no longer asked about are dropped.
+#[derive(Default)]
+pub struct Bound {
+    reached: Mutex<HashMap<(String, String), Volume>>,
+}
+
+/// Every claim of every pod in `pods`, each distinct claim read once, at most
+/// [`CONCURRENT`] at a time within [`ROUND`]; with `bound`, a claim already found bound
+/// for that pod is not read again.
+pub async fn read(
+    client: Option<&kube::Client>,
+    pods: &[KnownPod],
+    bound: Option<&Bound>,
+) -> Vec<ClaimUse> {
+    let known = |uid: &str, claim: &str| -> Option<Volume> {
+        let reached = bound?.reached.lock().unwrap_or_else(|e| e.into_inner());
+        reached.get(&(uid.to_owned(), claim.to_owned())).cloned()
+    };
+    // The distinct claims to read this round, in the order pods name them.
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for known_pod in pods {
+        for claim in &known_pod.claims {
+            let key = (known_pod.pod.namespace.clone(), claim.clone());
+            if known(&known_pod.pod.uid, claim).is_none() && !wanted.contains(&key) {
+                wanted.push(key);
             }
-            uses.push(claim_use(&known.pod.to_string(), claim, &round[&key]));
         }
     }
+    let round = read_round(client, wanted).await;
+    let mut uses = Vec::new();
+    let mut found = Vec::new();
+    for known_pod in pods {
+        for claim in &known_pod.claims {
+            let volume = known(&known_pod.pod.uid, claim).unwrap_or_else(|| {
+                round
+                    .get(&(known_pod.pod.namespace.clone(), claim.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| Volume::Unknown {
+                        why: format!(
+                            "cannot be read: the API server did not answer within {ROUND:?}"
+                        ),
+                    })
+            });
+            if matches!(volume, Volume::Host { .. }) {
+                found.push(((known_pod.pod.uid.clone(), claim.clone()), volume.clone()));
+            }
+            uses.push(claim_use(&known_pod.pod.to_string(), claim, &volume));
+        }
+    }
+    if let Some(bound) = bound {
+        let asked: HashSet<&str> = pods.iter().map(|p| p.pod.uid.as_str()).collect();
+        let mut reached = bound.reached.lock().unwrap_or_else(|e| e.into_inner());
+        reached.retain(|(uid, _), _| asked.contains(uid.as_str()));
+        reached.extend(found);
+    }
     uses
+}
+
+/// Reads `wanted` (namespace, claim) pairs, [`CONCURRENT`] at a time, for at most
+/// [`ROUND`]; a pair missing from the answer was not read in time.
+async fn read_round(
+    client: Option<&kube::Client>,
+    wanted: Vec<(String, String)>,
+) -> HashMap<(String, String), Volume> {
+    let read = Arc::new(Mutex::new(HashMap::new()));
+    if wanted.is_empty() {
+        return HashMap::new();
+    }
+    let places = Arc::new(tokio::sync::Semaphore::new(CONCURRENT));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (namespace, claim) in wanted {
+        let (client, places, read) = (client.cloned(), places.clone(), read.clone());
+        tasks.spawn(async move {
+            let Ok(_place) = places.acquire_owned().await else {
+                return;
+            };
+            let volume = read_one(client.as_ref(), &namespace, &claim).await;
+            read.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((namespace, claim), volume);
+        });
+    }
+    // Whatever is not read by then stays out of the answer (unknown); the rest is
+    // cancelled with the set.
+    let _ = tokio::time::timeout(ROUND, async { while tasks.join_next().await.is_some() {} }).await;
+    tasks.abort_all();
+    let read = std::mem::take(&mut *read.lock().unwrap_or_else(|e| e.into_inner()));
+    read
 }
 
 fn claim_use(pod: &str, claim: &str, volume: &Volume) -> ClaimUse {

@@ -44,7 +44,7 @@ pub struct Check {
 /// Whether anything on the node uses `directory` (host path), which the walk would
 /// empty at `location` (its path in the reaper).
 pub async fn check(check: Check, location: PathBuf, directory: String) -> Result<(), Busy> {
-    let claims = claims::read(check.client.as_ref(), &check.pods).await;
+    let claims = claims::read(check.client.as_ref(), &check.pods, None).await;
     let round = tokio::task::spawn_blocking(move || {
         containers(
             &location,
@@ -82,7 +82,7 @@ pub struct Repeat {
 impl Check {
     /// Reads the claims once, for the checks repeated during a walk.
     pub async fn for_walk(self) -> Repeat {
-        let claims = claims::read(self.client.as_ref(), &self.pods).await;
+        let claims = claims::read(self.client.as_ref(), &self.pods, None).await;
         Repeat {
             node_root: self.node_root,
             pods: self.pods,
