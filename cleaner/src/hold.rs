@@ -18,13 +18,13 @@
 //! there is nobody to ask, and the rule never depended on the instant.
 
 use std::os::fd::{AsFd as _, BorrowedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::agent::{self, Question, Verdict};
+use crate::lease;
 use crate::report::{size, thousands};
-use crate::walk::STOP;
 use crate::{Outcome, Report};
 
 /// How often the question is asked again during a walk: twice per [`LEASE`], so that an
@@ -45,65 +45,6 @@ const PATIENCE: Duration = Duration::from_millis(500);
 /// for this long is no guard. Meanwhile its lease runs on (a paused walk would free none).
 const STARVED: Duration = Duration::from_secs(1);
 
-/// The guard over the walk now, in one word so that a guard's thread that outlives its
-/// walk can never extend the next one's lease: the guard's generation in the high bits
-/// (0: no walk is guarded), and until when its lease holds in the low [`UNTIL_BITS`]
-/// (milliseconds since [`epoch`]; all ones: for the whole walk, when the walk asks
-/// itself). A word, not a field of the walk: the concurrent walk's workers all read it.
-static IN_FORCE: AtomicU64 = AtomicU64::new(0);
-/// The generation of the last guard whose answer was withdrawn.
-static WITHDRAWN: AtomicU64 = AtomicU64::new(0);
-/// The last generation handed out.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-const UNTIL_BITS: u32 = 40;
-const UNTIL: u64 = (1 << UNTIL_BITS) - 1;
-
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-fn millis(at: Instant) -> u64 {
-    (at.saturating_duration_since(epoch()).as_millis() as u64).min(UNTIL - 1)
-}
-
-/// Whether a walk must stop at this entry because the node agent withdrew its answer.
-/// While the last `same` no longer holds and no newer answer has come, it waits for one
-/// (or for the deadline) at this entry: the walk removes nothing on an answer that is
-/// late. Called by every worker before each entry.
-pub(crate) fn answer_withdrawn() -> bool {
-    let mut waited = false;
-    loop {
-        let word = IN_FORCE.load(Ordering::SeqCst);
-        let generation = word >> UNTIL_BITS;
-        if generation == 0 {
-            return false;
-        }
-        if WITHDRAWN.load(Ordering::SeqCst) == generation {
-            return true;
-        }
-        if word & UNTIL == UNTIL || millis(Instant::now()) <= word & UNTIL {
-            return false;
-        }
-        if STOP.load(Ordering::SeqCst) {
-            return true;
-        }
-        if !waited {
-            waited = true;
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
-
-/// Grants `generation` a lease until `until`, unless another guard is in force by now.
-fn lease(generation: u64, until: u64) {
-    let _ = IN_FORCE.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
-        (word >> UNTIL_BITS == generation).then_some(generation << UNTIL_BITS | until)
-    });
-}
-
 /// Runs `walk` while asking `question` about `host` (the opened target `dir`) again every
 /// [`GUARD_INTERVAL`] on a thread of its own; a walk stopped by an answer other than
 /// `same` is reported as such. Where no thread can be started (a container whose pids
@@ -121,7 +62,8 @@ pub(crate) fn walk_holding(
     progress: &(dyn Fn(u64, u64) + Sync),
     walk: impl FnOnce(&(dyn Fn(u64, u64) + Sync)) -> Report,
 ) -> Report {
-    let generation = GENERATION.fetch_add(1, Ordering::SeqCst) + 1;
+    // The answer the walk starts on was asked for just before: its lease starts now.
+    let generation = lease::begin(Instant::now() + LEASE);
     let guard = Arc::new(Guard {
         generation,
         socket: question.socket.unwrap_or_default().to_owned(),
@@ -131,12 +73,6 @@ pub(crate) fn walk_holding(
         why: Mutex::new(None),
         done: AtomicBool::new(false),
     });
-    // The answer the walk starts on was asked for just before: its lease starts now.
-    let started = Instant::now();
-    IN_FORCE.store(
-        generation << UNTIL_BITS | millis(started + LEASE),
-        Ordering::SeqCst,
-    );
     // The thread asks with a descriptor of its own, a duplicate of the walk's target.
     let asking = dir.try_clone_to_owned().and_then(|own| {
         let guard = guard.clone();
@@ -154,7 +90,7 @@ pub(crate) fn walk_holding(
         // No thread: the walk asks itself, between two entries, so its answer is never
         // late; the lease holds for the whole walk.
         Err(_) => {
-            lease(generation, UNTIL);
+            lease::for_the_whole_walk(generation);
             walk(&|removed, bytes| {
                 progress(removed, bytes);
                 guard.ask_if_due(dir);
@@ -164,9 +100,7 @@ pub(crate) fn walk_holding(
     guard.done.store(true, Ordering::SeqCst);
     // No walk is guarded any more: a later walk (another target, unguarded) is not
     // stopped by this one's answer, whatever its thread still hears.
-    let _ = IN_FORCE.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
-        (word >> UNTIL_BITS == generation).then_some(0)
-    });
+    lease::end(generation);
     if let Ok(asking) = asking {
         asking.thread().unpark();
     }
@@ -199,7 +133,7 @@ struct Guard {
 
 impl Guard {
     fn withdrawn(&self) -> bool {
-        WITHDRAWN.load(Ordering::SeqCst) == self.generation
+        lease::is_withdrawn(self.generation)
     }
 
     /// Asks again when [`GUARD_INTERVAL`] has passed since the last time and no other
@@ -222,7 +156,7 @@ impl Guard {
         let why = match ask_again(question, &self.host, dir) {
             None => {
                 *starved = None;
-                lease(self.generation, millis(*asked + LEASE));
+                lease::renew(self.generation, *asked + LEASE);
                 return;
             }
             Some(Withdrawn::NoDescriptor(why)) => {
@@ -230,7 +164,7 @@ impl Guard {
                 if since.elapsed() < STARVED {
                     // The walk frees descriptors as it climbs, which a paused walk would
                     // not: it goes on until the guard can ask, within [`STARVED`].
-                    lease(self.generation, millis(since + STARVED));
+                    lease::renew(self.generation, since + STARVED);
                     return;
                 }
                 format!(
@@ -242,7 +176,7 @@ impl Guard {
         };
         if !self.done.load(Ordering::SeqCst) {
             *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-            WITHDRAWN.store(self.generation, Ordering::SeqCst);
+            lease::withdraw(self.generation);
         }
     }
 }

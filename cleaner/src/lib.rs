@@ -30,6 +30,7 @@ pub mod host_path;
 pub mod identity;
 pub mod in_use;
 mod jobs;
+mod lease;
 pub mod mountinfo;
 mod pod_cgroup;
 pub mod prefix;
@@ -49,9 +50,10 @@ pub use jobs::{
 };
 pub use pod_cgroup::is_pod_uid;
 pub use prefix::resolve_prefix;
-pub use report::{escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_NAMED};
+pub use report::{
+    escape, size, thousands, Outcome, Reason, Report, Survivor, MAX_DEPTH, MAX_NAMED,
+};
 pub use target::check_target;
-pub use walk::MAX_DEPTH;
 pub use walk::WINDOW;
 
 /// The file a cleanup cut off by its deadline leaves in its target (created through the

@@ -62,6 +62,12 @@ pub struct Survivor {
     pub reason: Reason,
 }
 
+/// Directories below the target that a walk enters, one inside the other: what a frame
+/// per level costs stays within a few MB (about 400 bytes a level at most), and no tree
+/// but a tenant's own trick is deeper (`PATH_MAX` is 4,096 bytes). Deeper:
+/// [`Reason::TooDeep`].
+pub const MAX_DEPTH: usize = 16_384;
+
 /// Why an entry survived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
@@ -84,7 +90,7 @@ pub enum Reason {
     ReadOnly,
     /// The entry changed kind or was written to on every attempt (a concurrent writer).
     Changing,
-    /// A directory deeper below the target than [`crate::walk::MAX_DEPTH`] levels:
+    /// A directory deeper below the target than [`MAX_DEPTH`] levels:
     /// never entered, so it and what it holds stay.
     TooDeep,
     /// Any other error, as its `errno`.
@@ -170,7 +176,7 @@ impl fmt::Display for Reason {
             Reason::TooDeep => write!(
                 f,
                 "is more than {} levels below the target (not entered)",
-                thousands(crate::walk::MAX_DEPTH as u64)
+                thousands(MAX_DEPTH as u64)
             ),
             Reason::Error(errno) => write!(f, "{}", std::io::Error::from_raw_os_error(*errno)),
         }

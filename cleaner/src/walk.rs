@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rustix::fs::{fstat, openat2, statat, unlinkat, AtFlags, Dir, FileType, Mode, ResolveFlags};
 use rustix::io::{fcntl_dupfd_cloexec, retry_on_intr, Errno};
 
-use crate::report::{Reason, Survivor, MAX_NAMED};
+use crate::report::{Reason, Survivor, MAX_DEPTH, MAX_NAMED};
 
 use crate::target::DIR_FLAGS;
 pub(crate) use batches::{ShareFiles, FILES_PER_BATCH};
@@ -53,10 +53,6 @@ use frame::{kind_of, stream, Frame, Kind};
 pub(crate) type HandOff<'a> = dyn Fn(CString, OwnedFd) -> Result<(), (CString, OwnedFd)> + 'a;
 /// Directory descriptors the walk keeps open at most, besides the target's.
 pub const WINDOW: usize = 32;
-/// Directories below the target that a walk enters, one inside the other: what a frame
-/// per level costs stays within a few MB (about 400 bytes a level at most), and no tree
-/// but a tenant's own trick is deeper (`PATH_MAX` is 4,096 bytes).
-pub const MAX_DEPTH: usize = 16_384;
 /// Attempts at one entry whose kind keeps changing (dir → symlink → dir …).
 const MAX_TRIES: u8 = 8;
 
@@ -238,7 +234,7 @@ impl<'a> Walk<'a> {
     fn halted(&self) -> bool {
         self.halt.is_some_and(|halt| halt.load(Ordering::Relaxed))
             || STOP.load(Ordering::Relaxed)
-            || crate::hold::answer_withdrawn()
+            || crate::lease::stops_the_walk(&STOP)
     }
 
     /// Tells `progress` how far the walk got, every [`PROGRESS_EVERY`] removed entries.
