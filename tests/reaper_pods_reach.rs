@@ -779,3 +779,35 @@ fn a_file_use_inside_the_directory_keeps_it_and_a_symlink_to_a_file_is_unknown()
 fn prefixes() -> Vec<String> {
     config().allowed_host_path_prefixes
 }
+
+/// A walk's looks resolve the pods its own watch saw bound to the node since it began;
+/// while that watch is out of sync (its list failed, or started again after an error: an
+/// API server that went away), a pod bound meanwhile would be missing, so every look is
+/// unknown and the walk stops. Before, the looks went on with the pods seen so far.
+#[tokio::test]
+async fn a_look_while_the_walks_watch_is_out_of_sync_is_unknown() {
+    use prestop_injector::reaper::users::{Arrived, Check};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let node = Node::new();
+    let location = node.scratch(DIR);
+    let check = Check {
+        node_root: Some(node.host.clone()),
+        client: None,
+        pods: Vec::new(),
+        prefixes: prefixes(),
+        read_only_views_keep: false,
+    };
+    let arrived = Arrived {
+        pods: Default::default(),
+        in_sync: std::sync::Arc::new(AtomicBool::new(true)),
+    };
+    let repeat = check.for_walk().await.with_arrivals(arrived.clone());
+    assert_eq!(repeat.check(&location, DIR), Ok(()));
+    arrived.in_sync.store(false, Ordering::SeqCst);
+    match repeat.check(&location, DIR) {
+        Err(Busy::Unknown(why)) => assert!(why.contains("out of sync"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    arrived.in_sync.store(true, Ordering::SeqCst);
+    assert_eq!(repeat.check(&location, DIR), Ok(()));
+}

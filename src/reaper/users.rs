@@ -22,6 +22,7 @@ use super::reach::{self, Reach, Use};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What one round needs, owned: its file system part runs on a blocking thread.
@@ -65,6 +66,15 @@ pub async fn check(check: Check, location: PathBuf, directory: String) -> Result
     round.unwrap_or_else(|error| Err(Busy::Unknown(format!("the check failed: {error}"))))
 }
 
+/// What the walk's own watch of the node's pods has seen, as it fills it during the walk.
+#[derive(Clone, Default)]
+pub struct Arrived {
+    pub pods: Arc<Mutex<Vec<KnownPod>>>,
+    /// Whether its last list completed and no error came since: otherwise a pod bound
+    /// meanwhile may be missing from `pods`.
+    pub in_sync: Arc<AtomicBool>,
+}
+
 /// A round's inputs for a walk: the claims' volumes read from the API once, when the walk
 /// starts; the running containers' mounts and the pods' paths on the node are looked at
 /// anew by every [`Repeat::check`], on the blocking thread that guards the walk.
@@ -73,7 +83,7 @@ pub struct Repeat {
     pods: Vec<KnownPod>,
     /// The pods the walk's own watch saw bound to the node since it started
     /// ([`crate::reaper::node::arrivals`]).
-    arrivals: Option<Arc<Mutex<Vec<KnownPod>>>>,
+    arrivals: Option<Arrived>,
     claims: Vec<ClaimUse>,
     prefixes: Vec<String>,
     read_only_views_keep: bool,
@@ -95,8 +105,9 @@ impl Check {
 }
 
 impl Repeat {
-    /// Every look also resolves the pods in `arrivals`, which a watch fills during the walk.
-    pub fn with_arrivals(mut self, arrivals: Arc<Mutex<Vec<KnownPod>>>) -> Repeat {
+    /// Every look also resolves the pods in `arrivals`, which a watch fills during the
+    /// walk; while that watch is out of sync, every look is unknown.
+    pub fn with_arrivals(mut self, arrivals: Arrived) -> Repeat {
         self.arrivals = Some(arrivals);
         self
     }
@@ -112,8 +123,14 @@ impl Repeat {
         )?;
         let arrived: Vec<KnownPod> = match &self.arrivals {
             None => Vec::new(),
+            Some(arrivals) if !arrivals.in_sync.load(Ordering::SeqCst) => {
+                return Err(Busy::Unknown(
+                    "the walk's watch of the node's pods is out of sync (a list failed or                      started again), so a pod bound to the node meanwhile would not be seen"
+                        .to_owned(),
+                ));
+            }
             Some(arrivals) => {
-                let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner());
+                let arrivals = arrivals.pods.lock().unwrap_or_else(|e| e.into_inner());
                 arrivals
                     .iter()
                     // An ended pod uses nothing (the one whose directory this is, seen

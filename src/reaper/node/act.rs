@@ -286,7 +286,7 @@ impl Reaper {
         // file system are read again on every look during the walk.
         let mut in_use = self.walk_guard().await;
         if let Some(arrivals) = &arrivals {
-            in_use = in_use.with_arrivals(arrivals.pods());
+            in_use = in_use.with_arrivals(arrivals.seen());
         }
         let walked = tokio::task::spawn_blocking(move || {
             guard::walk_as(&cleaner, &user, &path, interval, &|| {

@@ -16,9 +16,12 @@
 
 use crate::config::Config;
 use crate::reaper::ledger::KnownPod;
+use crate::reaper::users;
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::{self, watcher, Event};
+use kube::runtime::WatchStreamExt as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -30,6 +33,7 @@ pub const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The pods the walk's own watch has seen, for the guard; the watch stops when dropped.
 pub struct Arrivals {
     pods: Arc<Mutex<Vec<KnownPod>>>,
+    in_sync: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -45,13 +49,19 @@ impl Arrivals {
     /// `Err` says why it could not be.
     pub async fn watch(client: kube::Client, node: &str, rules: Rules) -> Result<Arrivals, String> {
         let pods: Arc<Mutex<Vec<KnownPod>>> = Arc::default();
+        let in_sync = Arc::new(AtomicBool::new(false));
+        let synced = in_sync.clone();
         let api: kube::Api<Pod> = kube::Api::all(client);
         let selector = format!("spec.nodeName={node}");
         let (listed, on_listed) = oneshot::channel();
         let seen = pods.clone();
         let task = tokio::spawn(async move {
             let mut listed = Some(listed);
-            let mut stream = watcher(api, watcher::Config::default().fields(&selector)).boxed();
+            // Backing off between failed lists: an API server that is down is not asked
+            // again in a tight loop for as long as the walk lasts.
+            let mut stream = watcher(api, watcher::Config::default().fields(&selector))
+                .default_backoff()
+                .boxed();
             while let Some(item) = stream.next().await {
                 match item {
                     Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
@@ -62,18 +72,24 @@ impl Arrivals {
                         }
                     }
                     Ok(Event::InitDone) => {
+                        synced.store(true, Ordering::SeqCst);
                         if let Some(listed) = listed.take() {
                             let _ = listed.send(());
                         }
                     }
-                    // A pod that leaves stays counted until the walk ends; a failed list
-                    // is started again by the watcher, and the walk's looks keep reading
-                    // the containers' mounts meanwhile.
-                    Ok(Event::Init | Event::Delete(_)) | Err(_) => {}
+                    // Out of sync until a list completes again: a pod bound meanwhile would
+                    // not be seen, so the walk's looks say "unknown" and stop it.
+                    Ok(Event::Init) | Err(_) => synced.store(false, Ordering::SeqCst),
+                    // A pod that leaves stays counted until the walk ends.
+                    Ok(Event::Delete(_)) => {}
                 }
             }
         });
-        let arrivals = Arrivals { pods, task };
+        let arrivals = Arrivals {
+            pods,
+            in_sync,
+            task,
+        };
         match tokio::time::timeout(LIST_TIMEOUT, on_listed).await {
             Ok(Ok(())) => Ok(arrivals),
             _ => Err(format!(
@@ -84,9 +100,13 @@ impl Arrivals {
         }
     }
 
-    /// The pods seen so far, shared with the guard's thread.
-    pub fn pods(&self) -> Arc<Mutex<Vec<KnownPod>>> {
-        self.pods.clone()
+    /// The pods seen so far, and whether the watch is in sync (every pod bound to the
+    /// node since the walk began is among them), shared with the guard's thread.
+    pub fn seen(&self) -> users::Arrived {
+        users::Arrived {
+            pods: self.pods.clone(),
+            in_sync: self.in_sync.clone(),
+        }
     }
 }
 
