@@ -811,3 +811,56 @@ async fn a_look_while_the_walks_watch_is_out_of_sync_is_unknown() {
     arrived.in_sync.store(true, Ordering::SeqCst);
     assert_eq!(repeat.check(&location, DIR), Ok(()));
 }
+
+/// A pod known when the walk began is taken, at every look, as the walk's watch saw it
+/// last: an ephemeral container added during the walk (`kubectl debug`) that mounts the
+/// directory makes the pod a user before its process runs. Before, the pod's version of
+/// the walk's start was kept, and only a running process would have been seen.
+#[tokio::test]
+async fn a_pod_that_comes_to_use_the_directory_during_the_walk_keeps_it() {
+    use prestop_injector::mutation::targets::HostPath;
+    use prestop_injector::reaper::users::{Arrived, Check};
+    use std::sync::atomic::AtomicBool;
+    let node = Node::new();
+    let location = node.scratch(DIR);
+    let debugged = |uses: &[&str]| KnownPod {
+        pod: PodRef {
+            uid: "uid-debugged".to_owned(),
+            namespace: "other".to_owned(),
+            name: "debugged".to_owned(),
+            user: Default::default(),
+        },
+        uses: uses
+            .iter()
+            .map(|path| HostPath {
+                known: (*path).to_owned(),
+                open: None,
+            })
+            .collect(),
+        claims: Vec::new(),
+        ended: false,
+    };
+    node.on_host("/mnt/scratch/other");
+    let check = Check {
+        node_root: Some(node.host.clone()),
+        client: None,
+        pods: vec![debugged(&["/mnt/scratch/other"])],
+        prefixes: prefixes(),
+        read_only_views_keep: false,
+    };
+    let arrived = Arrived {
+        pods: Default::default(),
+        in_sync: std::sync::Arc::new(AtomicBool::new(true)),
+    };
+    let repeat = check.for_walk().await.with_arrivals(arrived.clone());
+    assert_eq!(repeat.check(&location, DIR), Ok(()));
+    arrived
+        .pods
+        .lock()
+        .unwrap()
+        .push(debugged(&["/mnt/scratch/other", DIR]));
+    match repeat.check(&location, DIR) {
+        Err(Busy::InUse(why)) => assert!(why.contains("debugged"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -125,31 +125,39 @@ impl Repeat {
             None => Vec::new(),
             Some(arrivals) if !arrivals.in_sync.load(Ordering::SeqCst) => {
                 return Err(Busy::Unknown(
-                    "the walk's watch of the node's pods is out of sync (a list failed or                      started again), so a pod bound to the node meanwhile would not be seen"
+                    "the walk's watch of the node's pods is out of sync (a list failed or \
+                     started again), so a pod bound to the node meanwhile would not be seen"
                         .to_owned(),
                 ));
             }
-            Some(arrivals) => {
-                let arrivals = arrivals.pods.lock().unwrap_or_else(|e| e.into_inner());
-                arrivals
-                    .iter()
-                    // An ended pod uses nothing (the one whose directory this is, seen
-                    // again by the walk's watch, among them).
-                    .filter(|pod| !pod.ended)
-                    .filter(|pod| !self.pods.iter().any(|known| known.pod.uid == pod.pod.uid))
-                    .cloned()
-                    .collect()
-            }
+            Some(arrivals) => arrivals
+                .pods
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         };
+        let known_at_start = |pod: &KnownPod| self.pods.iter().any(|k| k.pod.uid == pod.pod.uid);
         // Their claims' volumes were not read at the walk's start: unknown, not unused.
-        if let Some(pod) = arrived.iter().find(|pod| !pod.claims.is_empty()) {
+        if let Some(pod) = arrived
+            .iter()
+            .find(|pod| !pod.ended && !known_at_start(pod) && !pod.claims.is_empty())
+        {
             return Err(Busy::Unknown(format!(
                 "{} was bound to the node during the walk with PersistentVolumeClaims, whose \
                  volumes the walk has not read",
                 pod.pod
             )));
         }
-        let pods: Vec<KnownPod> = self.pods.iter().cloned().chain(arrived).collect();
+        // A pod the watch saw again is taken as it saw it last: an ephemeral container
+        // added during the walk may mount more than the pod did at its start. An ended
+        // pod uses nothing (the one whose directory this is, seen again, among them).
+        let pods: Vec<KnownPod> = self
+            .pods
+            .iter()
+            .filter(|known| !arrived.iter().any(|seen| seen.pod.uid == known.pod.uid))
+            .cloned()
+            .chain(arrived.iter().filter(|pod| !pod.ended).cloned())
+            .collect();
         pods_on_the_node(
             self.node_root.as_deref(),
             &pods,
