@@ -466,3 +466,50 @@ fn a_user_found_before_the_walk_starts_loses_nothing() {
     assert_eq!(looks.into_inner(), 1);
     assert_eq!(entries(dir.path()), 100);
 }
+
+/// The reaper is stopped (a rollout, a node drain) during a long walk: the walk stops at
+/// its next look instead of holding the reaper past its grace period, the directory stays
+/// recorded, and the state file names no walk under way, so the restarted reaper walks
+/// it again without counting a crash (three of which give a directory up). Before, the
+/// stop was seen only once the walk ended; a kill at the grace period's end counted as
+/// a crashed walk.
+#[tokio::test]
+async fn a_reaper_stopped_mid_walk_stops_the_walk_and_takes_it_up_again() {
+    const DIRS: usize = 100;
+    let node = Node::new();
+    let dir = node.on_host("/mnt/scratch/job");
+    for d in 0..DIRS {
+        let sub = dir.join(format!("d{d:03}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..1000 {
+            std::fs::write(sub.join(format!("f{f:04}")), b"").unwrap();
+        }
+    }
+    let pod = injected_pod_with("job-a", "/mnt/scratch/job", as_user(0, 0));
+    let mut reaper = node.reaper(config(), false);
+    listed(&mut reaper, &[&pod]);
+    reaper.on_event(Event::Delete(pod));
+    let (stopping, watched) = (reaper.stopping.clone(), dir.clone());
+    let stopper = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while (0..DIRS).all(|d| watched.join(format!("d{d:03}")).exists()) {
+            assert!(Instant::now() < deadline, "the walk did not start");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    reaper.act_on_due().await;
+    stopper.join().unwrap();
+    reaper.save();
+    let left: usize = (0..DIRS)
+        .map(|d| entries(&dir.join(format!("d{d:03}"))))
+        .sum();
+    assert!(left > 0, "the walk went on to the end");
+    assert_eq!(refusals(&reaper, "in_use_unknown"), 0.0, "not a refusal");
+    let loaded = prestop_injector::reaper::state::load(&node.state, "node-a");
+    assert!(loaded.walking.is_none(), "{:?}", loaded.walking);
+    assert!(
+        loaded.records.contains_key(&format!("{PREFIX}/job")),
+        "it stays recorded"
+    );
+}

@@ -60,6 +60,9 @@ pub struct Reaper {
     /// Called in the reaper with the directory's location just before its walk starts,
     /// once the state file names it (tests crash the reaper there on purpose).
     pub walk_started: fn(&str),
+    /// The reaper was asked to stop (SIGTERM): a walk under way stops at its next look
+    /// and is taken up after the restart, not counted as one that crashed.
+    pub stopping: Arc<AtomicBool>,
     /// The walk under way, as the state file names it.
     walking: Option<Walking>,
     /// A walk that was under way when the reaper last stopped: it did not finish.
@@ -118,6 +121,7 @@ impl Reaper {
             read_only_views_keep: false,
             guard_interval: guard::GUARD_INTERVAL,
             walk_started: |_| {},
+            stopping: Arc::new(AtomicBool::new(false)),
             walking: None,
             interrupted: None,
             busy_events: HashSet::new(),
@@ -134,6 +138,13 @@ impl Reaper {
         let pods: kube::Api<Pod> = kube::Api::all(client);
         let selector = format!("spec.nodeName={}", self.node);
         let mut retry = RETRY.0;
+        // The loop awaits a walk: the stop reaches the walk through this flag, read at
+        // each of its looks, and the loop once the walk has stopped.
+        let (stopping, mut asked) = (self.stopping.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            crate::server::shutdown::signalled(&mut asked).await;
+            stopping.store(true, Ordering::SeqCst);
+        });
         loop {
             let mut stream =
                 watcher(pods.clone(), watcher::Config::default().fields(&selector)).boxed();

@@ -16,7 +16,11 @@ use crate::reaper::state::Walking;
 use crate::reaper::user::PodUser;
 use prestop_clean::{size, thousands, Outcome, Report};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// Why a walk stops when the reaper itself is stopping.
+const STOPPING: &str = "the reaper is stopping";
 
 /// What becomes of a due directory's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +146,25 @@ impl Reaper {
         let cut_off = cut_off_marker(&location);
         let report = match self.walk(directory, &location, &user).await {
             Some(Walked::Done(report)) => report,
+            Some(Walked::Stopped {
+                busy,
+                removed,
+                bytes,
+                elapsed,
+            }) if self.stopping.load(Ordering::SeqCst) => {
+                // Not a refusal: the reaper stops (a rollout, a node drain). The directory
+                // stays recorded and the state file names no walk, so the restarted reaper
+                // walks it again without counting this one as a crash.
+                tracing::info!(
+                    directory,
+                    removed,
+                    bytes,
+                    ?elapsed,
+                    reason = busy.reason(),
+                    "the reaper is stopping: this walk stopped, the directory stays recorded"
+                );
+                return Next::Postpone;
+            }
             Some(Walked::Stopped {
                 busy,
                 removed,
@@ -281,7 +304,7 @@ impl Reaper {
             location.to_owned(),
             directory.to_owned(),
         );
-        let interval = self.guard_interval;
+        let (interval, stopping) = (self.guard_interval, self.stopping.clone());
         // The claims' volumes are read from the API once, here; mountinfo and the node's
         // file system are read again on every look during the walk.
         let mut in_use = self.walk_guard().await;
@@ -290,6 +313,9 @@ impl Reaper {
         }
         let walked = tokio::task::spawn_blocking(move || {
             guard::walk_as(&cleaner, &user, &path, interval, &|| {
+                if stopping.load(Ordering::SeqCst) {
+                    return Err(Busy::Unknown(STOPPING.to_owned()));
+                }
                 in_use.check(Path::new(&path), &host)
             })
         })
