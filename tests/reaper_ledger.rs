@@ -6,6 +6,7 @@
 use prestop_injector::mutation::targets::{HostPath, Open};
 use prestop_injector::reaper::derive::PodFacts;
 use prestop_injector::reaper::ledger::Ledger;
+use prestop_injector::reaper::user::{PodUser, RecordedUser};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -270,6 +271,50 @@ fn what_was_dealt_with_stays_dealt_with_across_a_restart() {
         restarted.dealt_with(),
         [("uid-1".to_owned(), "/s/a".to_owned())]
     );
+}
+
+/// While a live pod keeps a directory in use, pods that record it come and go (a
+/// tenant's copies made and deleted in a loop, overlapping CronJob runs): of the gone
+/// ones, two per user are kept, all the walk needs (whose rights, and that more than one
+/// pod recorded it). Before, every one was kept: 1,001
+/// entries after 1,000 cycles, the state file rewritten with all of them, every watch
+/// event scanning them.
+#[test]
+fn gone_pods_of_a_directory_in_use_are_kept_two_per_user() {
+    let t0 = Instant::now();
+    let mut ledger = Ledger::new(DELAY);
+    ledger.list_started();
+    ledger.apply(&injected(0, "/s/a"), t0);
+    ledger.list_done(t0);
+    for n in 1..=1_000 {
+        ledger.apply(&injected(n, "/s/a"), t0);
+        ledger.delete(&format!("uid-{n}"), t0);
+    }
+    let kept: Vec<&str> = ledger.records()["/s/a"]
+        .iter()
+        .map(|pod| pod.uid.as_str())
+        .collect();
+    assert_eq!(kept, ["uid-0", "uid-1", "uid-2"]);
+    // A gone pod of another user is kept beside them: the walk must see that they differ.
+    let mut other = injected(2_000, "/s/a");
+    other.users.insert(
+        "/s/a".to_owned(),
+        RecordedUser::Known(PodUser {
+            uid: 1000,
+            gid: 1000,
+            groups: Vec::new(),
+        }),
+    );
+    ledger.apply(&other, t0);
+    ledger.delete("uid-2000", t0);
+    assert_eq!(ledger.records()["/s/a"].len(), 4);
+    // Once the keeper goes (a third of the first user), the directory is due, with two
+    // pods of each user.
+    ledger.delete("uid-0", t0);
+    let due = ledger.take_due(t0 + DELAY);
+    assert_eq!(due.len(), 1);
+    let users: Vec<&str> = due[0].pods.iter().map(|pod| pod.uid.as_str()).collect();
+    assert_eq!(users, ["uid-0", "uid-1", "uid-2000"]);
 }
 
 /// An ended pod uses nothing, so another pod's directory on its line is not held by it;

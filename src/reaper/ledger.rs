@@ -130,6 +130,7 @@ impl Ledger {
             self.restart_clocks(&known.uses, now);
         }
         self.dealt_with.retain(|(pod, _)| pod != uid);
+        self.fold_gone();
         self.schedule_orphans(now);
     }
 
@@ -157,6 +158,7 @@ impl Ledger {
             self.restart_clocks(&gone, now);
             let pods = &self.pods;
             self.dealt_with.retain(|(uid, _)| pods.contains_key(uid));
+            self.fold_gone();
         }
         self.synced = true;
         self.schedule_orphans(now);
@@ -294,6 +296,28 @@ impl Ledger {
             "pod_uses"
         } else {
             "delay"
+        }
+    }
+
+    /// Of the gone pods that recorded a directory, keeps the first two per user: all the
+    /// walk needs of them (whose rights, or that they differ; and that more than one pod
+    /// recorded it, so it is nobody's own per-pod directory). So a directory a live pod
+    /// keeps in use does not record every pod that came and went meanwhile (overlapping
+    /// CronJob runs, a tenant's copies made and deleted in a loop).
+    fn fold_gone(&mut self) {
+        const PER_USER: usize = 2;
+        let listing = self.listing.iter().flat_map(|listing| listing.keys());
+        let known: HashSet<&String> = self.pods.keys().chain(listing).collect();
+        for pods in self.records.values_mut() {
+            let mut users = Vec::new();
+            pods.retain(|pod| {
+                if known.contains(&pod.uid) {
+                    return true;
+                }
+                let kept = users.iter().filter(|user| **user == pod.user).count();
+                users.push(pod.user.clone());
+                kept < PER_USER
+            });
         }
     }
 
