@@ -111,12 +111,12 @@ impl HostPath {
     }
 }
 
+/// `base` and `suffix` with one `/` between them, whether or not `suffix` starts with
+/// one: `/mnt/scratch/a` and `b` are `/mnt/scratch/a/b`, never `/mnt/scratch/ab`.
 fn join(base: &str, suffix: &str) -> String {
-    if base == "/" {
-        suffix.to_owned()
-    } else {
-        format!("{base}{suffix}")
-    }
+    let base = base.trim_end_matches('/');
+    let suffix = suffix.strip_prefix('/').unwrap_or(suffix);
+    format!("{base}/{suffix}")
 }
 
 #[cfg(test)]
@@ -167,5 +167,8 @@ mod tests {
             open("/mnt", Open::Below)
         );
         assert_eq!(open("/mnt", Open::Below).display(), "/mnt/*");
+        // A suffix without its `/` (a target below a mount at `/`) is still one level down.
+        assert_eq!(exact("/mnt/scratch/a").join("b"), exact("/mnt/scratch/a/b"));
+        assert_eq!(exact("/").join("b/c"), exact("/b/c"));
     }
 }

@@ -343,7 +343,7 @@ fn host_directory(
     };
     match mount_host_path_with(spec, mount, &sub_path) {
         Some(Ok(base)) => {
-            let exact = base.join(&target[mount.path.len()..]);
+            let exact = base.join(mount.below(target));
             exact
                 .open
                 .is_none()

@@ -84,13 +84,7 @@ fn expected_host(spec: &Value, mounts: &[Mount], target: &str) -> Option<(String
             .filter(|v| !v.is_null())
             .map(|v| v.as_str().map(str::to_owned))
     };
-    let suffix = &target[mount.path.len()..];
-    let suffix = if mount.path == "/" {
-        // mount_of matched the root mount: the whole target is the suffix.
-        target
-    } else {
-        suffix
-    };
+    let suffix = mount.below(target);
     match (text("subPath"), text("subPathExpr")) {
         (Some(Some(sub)), None) if !sub.is_empty() => {
             let sub = normalize(&format!("/{sub}"))?;

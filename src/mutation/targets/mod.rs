@@ -94,7 +94,7 @@ pub fn check_target(
             mount: mount.path.clone(),
             sub_path,
         })?
-        .join(&target[mount.path.len()..]);
+        .join(mount.below(target));
     // Both checks refuse; when both apply, the protected entry is named: it says why.
     if let Some(entry) = protected_entry(&host, &config.protected_host_paths) {
         return Err(PathRefusal::Protected {

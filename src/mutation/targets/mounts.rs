@@ -55,6 +55,17 @@ pub struct BadMount {
 }
 
 impl<'a> Mount<'a> {
+    /// `target` (a normalized absolute path at or below this mount's path) as a path
+    /// below the mount, with its leading `/`: `/x/y` for `/data/x/y` in `/data`, and the
+    /// whole target in a mount at `/` (cutting the mount's path off would lose the `/`).
+    pub fn below<'t>(&self, target: &'t str) -> &'t str {
+        if self.path == "/" {
+            target
+        } else {
+            &target[self.path.len()..]
+        }
+    }
+
     /// Reads one `volumeMount`; `container` supplies the `env` a `subPathExpr` uses.
     pub fn parse(raw: &'a Value, container: &'a Value) -> Result<Mount<'a>, BadMount> {
         let mount_path = raw.field("mountPath");

@@ -248,7 +248,7 @@ pub fn still_used_by(spec: &Value, container: &Value, target: &str) -> Vec<Strin
             known: "/".to_owned(),
             open: Some(Open::AtOrBelow),
         })
-        .join(&target[mount.path.len()..]);
+        .join(mount.below(target));
     let native_sidecars = spec
         .field("initContainers")
         .and_then(Value::as_array)
