@@ -27,8 +27,9 @@ use crate::lease;
 use crate::report::{size, thousands};
 use crate::{Outcome, Report};
 
-/// How often the question is asked again during a walk: twice per [`LEASE`], so that an
-/// agent answering within half of one never pauses the walk.
+/// How often the question is asked again during a walk, from the start of one asking to
+/// the next: twice per [`LEASE`], so that an agent answering within one interval never
+/// pauses the walk. A slower one does: the walk then goes at the agent's pace.
 pub const GUARD_INTERVAL: Duration = Duration::from_millis(50);
 
 /// How long a `same` holds, from the instant its question was asked: a new user loses at
@@ -58,18 +59,19 @@ const STARVED: Duration = Duration::from_secs(1);
 pub(crate) fn walk_holding(
     question: Question<'_>,
     host: &str,
+    asked: Instant,
     dir: BorrowedFd<'_>,
     progress: &(dyn Fn(u64, u64) + Sync),
     walk: impl FnOnce(&(dyn Fn(u64, u64) + Sync)) -> Report,
 ) -> Report {
-    // The answer the walk starts on was asked for just before: its lease starts now.
-    let generation = lease::begin(Instant::now() + LEASE);
+    // The answer the walk starts on holds from the instant it was asked for.
+    let generation = lease::begin(asked + LEASE);
     let guard = Arc::new(Guard {
         generation,
         socket: question.socket.unwrap_or_default().to_owned(),
         pod_ending: question.pod_ending,
         host: host.to_owned(),
-        last: Mutex::new((Instant::now(), None)),
+        last: Mutex::new((asked, None)),
         why: Mutex::new(None),
         done: AtomicBool::new(false),
     });
@@ -80,7 +82,10 @@ pub(crate) fn walk_holding(
             .name("hold".to_owned())
             .spawn(move || {
                 while !guard.done.load(Ordering::SeqCst) && !guard.withdrawn() {
-                    std::thread::park_timeout(GUARD_INTERVAL);
+                    // Every GUARD_INTERVAL from the last asking's start, not from its
+                    // answer: an agent answering within one interval keeps a lease in
+                    // force.
+                    std::thread::park_timeout(GUARD_INTERVAL.saturating_sub(guard.since_asked()));
                     guard.ask_if_due(own.as_fd());
                 }
             })
@@ -123,8 +128,8 @@ struct Guard {
     socket: String,
     pod_ending: bool,
     host: String,
-    /// When it was last asked (from the walk's start), and since when every asking found
-    /// no descriptor free.
+    /// When it was last asked (first: the question the walk started on), and since when
+    /// every asking found no descriptor free.
     last: Mutex<(Instant, Option<Instant>)>,
     why: Mutex<Option<String>>,
     /// The walk is over: an answer from now on changes nothing.
@@ -134,6 +139,13 @@ struct Guard {
 impl Guard {
     fn withdrawn(&self) -> bool {
         lease::is_withdrawn(self.generation)
+    }
+
+    /// How long since the last asking started (zero while one is under way).
+    fn since_asked(&self) -> Duration {
+        self.last
+            .try_lock()
+            .map_or(Duration::ZERO, |last| last.0.elapsed())
     }
 
     /// Asks again when [`GUARD_INTERVAL`] has passed since the last time and no other

@@ -125,6 +125,9 @@ pub(crate) fn check(
             "{RESTARTS_IN_PLACE}, and no node agent is configured ({AGENT_DOCS})"
         ));
     }
+    // A `same` holds from the instant it was asked for ([`crate::hold`]'s lease): the
+    // first attempt's, so that waiting out a `busy` agent only shortens it.
+    let asked = std::time::Instant::now();
     let verdict = question.ask(&host, fd);
     let cleared_by_agent = matches!(verdict, Some(Verdict::Same));
     match verdict {
@@ -191,6 +194,7 @@ pub(crate) fn check(
         others,
         host,
         cleared_by_agent,
+        asked,
     })
 }
 
@@ -203,6 +207,8 @@ pub(crate) struct Checked {
     /// The node agent answered `same`: the walk asks it again while it runs
     /// ([`crate::hold`]).
     pub cleared_by_agent: bool,
+    /// When the agent was asked.
+    pub asked: std::time::Instant,
 }
 
 /// `--host`, expanded and normalized as the kubelet joins a host path (empty and `.`

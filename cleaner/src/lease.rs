@@ -51,8 +51,16 @@ pub(crate) fn for_the_whole_walk(generation: u64) {
 
 fn set(generation: u64, until: u64) {
     let _ = IN_FORCE.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
-        (word >> UNTIL_BITS == generation).then_some(generation << UNTIL_BITS | until)
+        renewed(word, generation, until)
     });
+}
+
+/// `word` with `generation`'s lease until `until`; `None` when another walk is guarded
+/// by now, or when the lease holds for the whole walk: the walk that asks itself renews
+/// only where it asks (between two progress reports), which no finite lease covers.
+fn renewed(word: u64, generation: u64, until: u64) -> Option<u64> {
+    (word >> UNTIL_BITS == generation && word & UNTIL != UNTIL)
+        .then_some(generation << UNTIL_BITS | until)
 }
 
 /// `generation`'s walk is over: nothing it still hears changes another walk.
@@ -64,7 +72,9 @@ pub(crate) fn end(generation: u64) {
 
 /// The agent's answer to `generation`'s walk is no longer `same`: it stops.
 pub(crate) fn withdraw(generation: u64) {
-    WITHDRAWN.store(generation, Ordering::SeqCst);
+    // The newest generation wins: a stale guard's late answer never overwrites a later
+    // walk's withdrawal.
+    WITHDRAWN.fetch_max(generation, Ordering::SeqCst);
 }
 
 pub(crate) fn is_withdrawn(generation: u64) -> bool {
@@ -78,24 +88,76 @@ pub(crate) fn stops_the_walk(stop: &AtomicBool) -> bool {
     let mut waited = false;
     loop {
         let word = IN_FORCE.load(Ordering::SeqCst);
-        let generation = word >> UNTIL_BITS;
-        if generation == 0 {
-            return false;
+        match verdict(
+            word,
+            WITHDRAWN.load(Ordering::SeqCst),
+            millis(Instant::now()),
+        ) {
+            Verdict::Go => return false,
+            Verdict::Stop => return true,
+            Verdict::Wait if stop.load(Ordering::SeqCst) => return true,
+            Verdict::Wait if waited => std::thread::sleep(Duration::from_millis(1)),
+            Verdict::Wait => {
+                waited = true;
+                std::thread::yield_now();
+            }
         }
-        if is_withdrawn(generation) {
-            return true;
-        }
-        if word & UNTIL == UNTIL || millis(Instant::now()) <= word & UNTIL {
-            return false;
-        }
-        if stop.load(Ordering::SeqCst) {
-            return true;
-        }
-        if waited {
-            std::thread::sleep(Duration::from_millis(1));
-        } else {
-            waited = true;
-            std::thread::yield_now();
-        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Go,
+    Stop,
+    Wait,
+}
+
+/// What the walk does at `now` (milliseconds since [`epoch`]) under `word`, the
+/// generation last withdrawn being `withdrawn`.
+fn verdict(word: u64, withdrawn: u64, now: u64) -> Verdict {
+    let generation = word >> UNTIL_BITS;
+    let until = word & UNTIL;
+    if generation == 0 {
+        Verdict::Go
+    } else if withdrawn == generation {
+        Verdict::Stop
+    } else if until == UNTIL || now <= until {
+        Verdict::Go
+    } else {
+        Verdict::Wait
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const G: u64 = 7;
+
+    fn word(generation: u64, until: u64) -> u64 {
+        generation << UNTIL_BITS | until
+    }
+
+    #[test]
+    fn a_lease_holds_until_its_time_then_the_walk_waits() {
+        assert_eq!(verdict(word(G, 100), 0, 100), Verdict::Go);
+        assert_eq!(verdict(word(G, 100), 0, 101), Verdict::Wait);
+        assert_eq!(verdict(word(G, 100), G, 50), Verdict::Stop);
+        // No walk guarded, or another generation withdrawn: no effect.
+        assert_eq!(verdict(0, G, 1_000), Verdict::Go);
+        assert_eq!(verdict(word(G, 100), G - 1, 50), Verdict::Go);
+    }
+
+    /// The walk that asks itself (no thread) holds its lease for the whole walk: an
+    /// answer it hears must not turn it into a finite one, which nothing would renew
+    /// while the walk waits (it froze until the deadline).
+    #[test]
+    fn a_lease_for_the_whole_walk_is_never_shortened() {
+        let whole = word(G, UNTIL);
+        assert_eq!(renewed(whole, G, 500), None);
+        assert_eq!(verdict(whole, 0, UNTIL - 1), Verdict::Go);
+        assert_eq!(renewed(word(G, 100), G, 500), Some(word(G, 500)));
+        // A stale guard never renews another walk's lease.
+        assert_eq!(renewed(word(G + 1, 100), G, 500), None);
     }
 }

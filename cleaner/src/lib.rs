@@ -227,7 +227,15 @@ fn clean(
     };
     let mut report = match &checked {
         Some((checked, question)) if checked.cleared_by_agent => {
-            hold::walk_holding(*question, &checked.host, root.as_fd(), progress, walk)
+            let asked = checked.asked;
+            hold::walk_holding(
+                *question,
+                &checked.host,
+                asked,
+                root.as_fd(),
+                progress,
+                walk,
+            )
         }
         _ => walk(progress),
     };
