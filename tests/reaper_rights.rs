@@ -486,9 +486,13 @@ async fn a_reaper_stopped_mid_walk_stops_the_walk_and_takes_it_up_again() {
         }
     }
     let pod = injected_pod_with("job-a", "/mnt/scratch/job", as_user(0, 0));
+    // A second directory due after it: not walked once the reaper is stopping.
+    let next = node.scratch("/mnt/scratch/next");
+    let other = injected_pod_with("job-b", "/mnt/scratch/next", as_user(0, 0));
     let mut reaper = node.reaper(config(), false);
-    listed(&mut reaper, &[&pod]);
+    listed(&mut reaper, &[&pod, &other]);
     reaper.on_event(Event::Delete(pod));
+    reaper.on_event(Event::Delete(other));
     let (stopping, watched) = (reaper.stopping.clone(), dir.clone());
     let stopper = std::thread::spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -500,7 +504,6 @@ async fn a_reaper_stopped_mid_walk_stops_the_walk_and_takes_it_up_again() {
     });
     reaper.act_on_due().await;
     stopper.join().unwrap();
-    reaper.save();
     let left: usize = (0..DIRS)
         .map(|d| entries(&dir.join(format!("d{d:03}"))))
         .sum();
@@ -508,8 +511,13 @@ async fn a_reaper_stopped_mid_walk_stops_the_walk_and_takes_it_up_again() {
     assert_eq!(refusals(&reaper, "in_use_unknown"), 0.0, "not a refusal");
     let loaded = prestop_injector::reaper::state::load(&node.state, "node-a");
     assert!(loaded.walking.is_none(), "{:?}", loaded.walking);
-    assert!(
-        loaded.records.contains_key(&format!("{PREFIX}/job")),
-        "it stays recorded"
-    );
+    for directory in ["job", "next"] {
+        assert!(
+            loaded
+                .records
+                .contains_key(&format!("{PREFIX}/{directory}")),
+            "{directory} stays recorded"
+        );
+    }
+    assert_eq!(entries(&next), 3, "not walked while stopping");
 }

@@ -166,6 +166,10 @@ impl Reaper {
                 // before it: a pod that appeared meanwhile keeps its directory.
                 let mut watching = true;
                 for due in self.take_due() {
+                    if self.stopping.load(Ordering::SeqCst) {
+                        // Stopping: the rest stay recorded, for after the restart.
+                        break;
+                    }
                     while let Some(item) = stream.next().now_or_never() {
                         watching = self.on_item(item, &mut retry);
                         if !watching {

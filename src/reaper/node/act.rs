@@ -163,6 +163,9 @@ impl Reaper {
                     reason = busy.reason(),
                     "the reaper is stopping: this walk stopped, the directory stays recorded"
                 );
+                // The state file names no walk under way from now: a kill before the
+                // loop's own save does not count as a crash.
+                self.save_now();
                 return Next::Postpone;
             }
             Some(Walked::Stopped {
@@ -265,6 +268,15 @@ impl Reaper {
     /// after the restart, and gives it up after
     /// [`crate::reaper::state::MAX_WALK_ATTEMPTS`] such walks.
     async fn walk(&mut self, directory: &str, location: &str, user: &PodUser) -> Option<Walked> {
+        if self.stopping.load(Ordering::SeqCst) {
+            // Not started: no list of the node, no state file naming a walk.
+            return Some(guard::Walked::Stopped {
+                busy: Busy::Unknown(STOPPING.to_owned()),
+                removed: 0,
+                bytes: 0,
+                elapsed: Duration::ZERO,
+            });
+        }
         // The pods bound to the node during the walk: a watch of the walk's own, complete
         // before anything is removed (issue 32, finding 3). Without it, no walk.
         let arrivals = match self.api.clone() {
