@@ -29,9 +29,15 @@ async fn api_server(pause: Duration, gets: Arc<AtomicUsize>) -> kube::Client {
                     let mut spec = json!({"accessModes": ["ReadWriteOnce"]});
                     if let Some(n) = name.strip_prefix("bound-") {
                         spec["volumeName"] = json!(format!("pv-{n}"));
+                    } else if name == "nfs" {
+                        spec["volumeName"] = json!("pv-nfs");
                     }
                     json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                            "metadata": {"name": name, "namespace": "batch"}, "spec": spec})
+                } else if name == "pv-nfs" {
+                    json!({"apiVersion": "v1", "kind": "PersistentVolume",
+                           "metadata": {"name": name},
+                           "spec": {"nfs": {"server": "nfs.example", "path": "/export"}}})
                 } else {
                     let n = name.strip_prefix("pv-").unwrap_or_default();
                     json!({"apiVersion": "v1", "kind": "PersistentVolume",
@@ -67,21 +73,25 @@ fn pod(uid: &str, claims: &[String]) -> KnownPod {
     }
 }
 
-/// The agent is asked again every 50 ms while a cleanup walks: a bound claim costs two
-/// gets the first time and none after, for as long as its pod is asked about; an
-/// unbound one is read every time (it may be bound by now). A pod no longer asked about
-/// loses its entries: its successor of the same claim is read again.
+/// The agent is asked again every 50 ms while a cleanup walks: a bound claim (to a host
+/// directory or to anything else) costs two gets the first time and none after, for as
+/// long as its pod is on the node; an unbound one is read every time (it may be bound by
+/// now). A pod no longer on the node loses its entries: its successor of the same claim
+/// is read again.
 #[tokio::test]
 async fn a_bound_claim_is_read_once_per_pod() {
     let gets = Arc::new(AtomicUsize::new(0));
     let client = api_server(Duration::ZERO, gets.clone()).await;
     let bound = Bound::default();
-    let pods = [pod("a", &["bound-1".into(), "waiting".into()])];
+    let pods = [pod(
+        "a",
+        &["bound-1".into(), "nfs".into(), "waiting".into()],
+    )];
     let first = claims::read(Some(&client), &pods, Some(&bound)).await;
     assert_eq!(
         gets.load(Ordering::SeqCst),
-        3,
-        "claim, volume, unbound claim"
+        5,
+        "2 claims and volumes, the unbound claim"
     );
     for _ in 0..5 {
         let again = claims::read(Some(&client), &pods, Some(&bound)).await;
@@ -89,20 +99,28 @@ async fn a_bound_claim_is_read_once_per_pod() {
     }
     assert_eq!(
         gets.load(Ordering::SeqCst),
-        3 + 5,
+        5 + 5,
         "only the unbound claim again"
     );
-    let host = |uses: &[claims::ClaimUse]| match &uses[0].target {
-        Ok(host) => host.known.clone(),
+    match &first[0].target {
+        Ok(host) => assert_eq!(host.known, "/mnt/scratch/1"),
         other => panic!("{other:?}"),
-    };
-    assert_eq!(host(&first), "/mnt/scratch/1");
+    }
     assert!(
-        matches!(first[1].target, Err(Reach::Nothing(_))),
+        matches!(&first[1].target, Err(Reach::Nothing(why)) if why.contains("neither hostPath nor local")),
+        "{first:?}"
+    );
+    assert!(
+        matches!(first[2].target, Err(Reach::Nothing(_))),
         "{first:?}"
     );
 
+    // Another walker's question (its asker left out of its round) keeps a's entries.
+    bound.keep_only(&["a".to_owned(), "b".to_owned()].into());
+    claims::read(Some(&client), &pods, Some(&bound)).await;
+    assert_eq!(gets.load(Ordering::SeqCst), 11);
     // Pod a is gone; pod b names the same claim: read anew.
+    bound.keep_only(&["b".to_owned()].into());
     let before = gets.load(Ordering::SeqCst);
     let b = [pod("b", &["bound-1".into()])];
     claims::read(Some(&client), &b, Some(&bound)).await;

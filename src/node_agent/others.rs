@@ -25,6 +25,7 @@ use crate::reaper::in_use::Busy;
 use crate::reaper::ledger::KnownPod;
 use crate::reaper::on_node::NodeRoot;
 use crate::reaper::users;
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 /// What the question needs, for the life of the agent.
@@ -61,6 +62,11 @@ impl Others {
                         .to_owned(),
                 ));
             }
+            let on_the_node: HashSet<String> = picture
+                .pods()
+                .filter_map(|pod| pod.metadata.uid.clone())
+                .collect();
+            self.bound.keep_only(&on_the_node);
             picture
                 .pods()
                 .filter(|pod| {

@@ -51,6 +51,10 @@ enum Volume {
     Nothing {
         why: String,
     },
+    /// Bound to a volume that is not a host directory: as fixed as a host one.
+    NotHost {
+        why: String,
+    },
     Unknown {
         why: String,
     },
@@ -64,11 +68,12 @@ const ROUND: Duration = Duration::from_secs(2);
 /// Claims read at once in a round.
 const CONCURRENT: usize = 8;
 
-/// What bound claims reach, by (pod uid, claim), for the life of each pod: a claim that
+/// What bound claims reach (a host directory, or none), by (pod uid, claim), for the life
+/// of each pod ([`Bound::keep_only`] forgets the pods that went): a claim that
 /// a pod uses cannot be deleted while the pod is there (the `kubernetes.io/pvc-protection`
 /// finalizer), its binding to a volume never changes, nor does that volume's path. So for
 /// that pod the answer is fixed once the claim is bound; an unbound, missing or unreadable
-/// claim is read again every round. Entries of pods no longer asked about are dropped.
+/// claim is read again every round.
 #[derive(Default)]
 pub struct Bound {
     reached: Mutex<HashMap<(String, String), Volume>>,
@@ -111,19 +116,26 @@ pub async fn read(
                         ),
                     })
             });
-            if matches!(volume, Volume::Host { .. }) {
+            if matches!(volume, Volume::Host { .. } | Volume::NotHost { .. }) {
                 found.push(((known_pod.pod.uid.clone(), claim.clone()), volume.clone()));
             }
             uses.push(claim_use(&known_pod.pod.to_string(), claim, &volume));
         }
     }
     if let Some(bound) = bound {
-        let asked: HashSet<&str> = pods.iter().map(|p| p.pod.uid.as_str()).collect();
         let mut reached = bound.reached.lock().unwrap_or_else(|e| e.into_inner());
-        reached.retain(|(uid, _), _| asked.contains(uid.as_str()));
         reached.extend(found);
     }
     uses
+}
+
+impl Bound {
+    /// Forgets the claims of pods not in `pods` (the node's pods now): the asker of one
+    /// question is left out of its own round, and must not lose another walker's entries.
+    pub fn keep_only(&self, pods: &HashSet<String>) {
+        let mut reached = self.reached.lock().unwrap_or_else(|e| e.into_inner());
+        reached.retain(|(uid, _), _| pods.contains(uid));
+    }
 }
 
 /// Reads `wanted` (namespace, claim) pairs, [`CONCURRENT`] at a time, for at most
@@ -172,7 +184,9 @@ fn claim_use(pod: &str, claim: &str, volume: &Volume) -> ClaimUse {
             );
             (via, Ok(host))
         }
-        Volume::Nothing { why } => (format!("claim {claim}"), Err(Reach::Nothing(why.clone()))),
+        Volume::Nothing { why } | Volume::NotHost { why } => {
+            (format!("claim {claim}"), Err(Reach::Nothing(why.clone())))
+        }
         Volume::Unknown { why } => (format!("claim {claim}"), Err(Reach::Unknown(why.clone()))),
     };
     ClaimUse {
@@ -227,7 +241,7 @@ async fn read_one(client: Option<&kube::Client>, namespace: &str, claim: &str) -
         (Some(host), _) => ("hostPath", host.path),
         (None, Some(local)) => ("local", local.path),
         (None, None) => {
-            return Volume::Nothing {
+            return Volume::NotHost {
                 why: format!(
                     "is bound to PersistentVolume {name}, neither hostPath nor local: not a \
                      host directory (a CSI mount shows in the running containers' mounts)"
