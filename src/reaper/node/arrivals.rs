@@ -84,6 +84,8 @@ impl Arrivals {
                     Ok(Event::Delete(_)) => {}
                 }
             }
+            // The watch ended (it does not, short of an abort): nothing is seen any more.
+            synced.store(false, Ordering::SeqCst);
         });
         let arrivals = Arrivals {
             pods,
