@@ -167,10 +167,7 @@ impl Word {
     /// Always an integer: a decimal literal or one expansion that yields one.
     fn integer(&self) -> bool {
         if self.literal {
-            let digits = self.text.strip_prefix(b"-").unwrap_or(&self.text);
-            return !digits.is_empty()
-                && digits.iter().all(u8::is_ascii_digit)
-                && (digits.len() == 1 || digits[0] != b'0');
+            return is_portable_integer(&self.text);
         }
         self.text.is_empty() && self.expansions == 1 && self.integer_expansions == 1
     }
@@ -233,6 +230,18 @@ const RESERVED: &[&[u8]] = &[
     b"if", b"then", b"else", b"elif", b"fi", b"do", b"done", b"case", b"esac", b"while", b"until",
     b"for", b"in", b"{", b"}", b"!",
 ];
+
+/// A decimal integer every shell reads alike: optional `-`, digits with no leading `0`
+/// (`010` is octal in `$((...))`), and within 64 bits. Beyond them they part: bash and
+/// busybox wrap `99999999999999999999`, dash clamps it, and busybox's `printf %d` prints
+/// 0 where bash prints the maximum, so a test on it can delete under one shell only.
+fn is_portable_integer(text: &[u8]) -> bool {
+    let digits = text.strip_prefix(b"-").unwrap_or(text);
+    !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits.len() == 1 || digits[0] != b'0')
+        && std::str::from_utf8(text).is_ok_and(|text| text.parse::<i64>().is_ok())
+}
 
 fn is_name_start(c: u8) -> bool {
     c.is_ascii_alphabetic() || c == b'_'

@@ -246,6 +246,9 @@ impl Parser<'_> {
                     if rest.get(len).is_some_and(|&c| is_name_char(c) || c == b'#') {
                         return no("based numbers in $((...))");
                     }
+                    if !super::is_portable_integer(&rest[..len]) {
+                        return no("numbers beyond 64 bits in $((...))");
+                    }
                     self.i += len;
                 }
                 _ if is_name_start(c) => {

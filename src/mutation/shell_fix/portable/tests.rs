@@ -159,6 +159,8 @@ fn blocked() {
         ("echo $((x = 1))", "assignments"),
         ("echo $((10 / d))", "division by a variable"),
         ("echo $((010))", "octal"),
+        ("echo $((99999999999999999999))", "beyond 64 bits"),
+        ("echo $((9223372036854775808))", "beyond 64 bits"),
         ("echo $((16#ff))", "based"),
         ("echo ${x:?unset}", "${var:?}"),
         ("echo ${x?unset}", "${var?}"),

@@ -104,11 +104,9 @@ impl Parser<'_> {
 pub(super) fn assigned_integer(word: &Word, name_len: usize) -> bool {
     let value = &word.text[name_len + 1..];
     if word.literal {
-        let digits = value.strip_prefix(b"-").unwrap_or(value);
-        // No leading 0: `$((010))` is octal (and `08` an error) in every shell.
-        return !digits.is_empty()
-            && digits.iter().all(u8::is_ascii_digit)
-            && (digits.len() == 1 || digits[0] != b'0');
+        // No leading 0: `$((010))` is octal (and `08` an error) in every shell; and
+        // within 64 bits.
+        return super::is_portable_integer(value);
     }
     value.is_empty() && word.expansions == 1 && word.integer_expansions == 1
 }
