@@ -199,6 +199,30 @@ fn grace_is_never_lowered_and_is_capped() {
         outcome.warnings()
     );
 
+    // The pod's own period above the cap: kept, and a warning only where it falls short
+    // of what is needed (it said "capped at 3600s" while 7200 s stayed and sufficed).
+    let long = |grace_seconds: u64, hook: &str| {
+        let mut object = scratch_job(
+            json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/hook-seconds": hook}),
+        );
+        object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = json!(grace_seconds);
+        mutate(object)
+    };
+    let covered = long(7200, "5000s");
+    assert_eq!(grace(&covered.patched), Some(7200));
+    assert!(
+        !covered.warnings().contains("maxGraceSeconds"),
+        "7200 s covers the 5010 s needed: {}",
+        covered.warnings()
+    );
+    let short = long(4000, "5000s");
+    assert_eq!(grace(&short.patched), Some(4000));
+    assert!(
+        short.warnings().contains("hook and shutdown need 5010s, more than terminationGracePeriodSeconds 4000s; not raised beyond maxGraceSeconds 3600s"),
+        "{}",
+        short.warnings()
+    );
+
     let object = scratch_job(
         json!({"prestop-injector.io/cleanup": "auto", "prestop-injector.io/hook-seconds": "5"}),
     );

@@ -68,14 +68,25 @@ pub(super) fn raise(
         .saturating_add(settings.shutdown_seconds)
         .saturating_add(sidecar);
     let effective = current.unwrap_or(DEFAULT_GRACE_SECONDS);
-    let capped = if needed > config.max_grace_seconds {
-        warnings.push(format!(
-            "grace period capped at maxGraceSeconds {}s; hook and shutdown need {needed}s",
-            config.max_grace_seconds
-        ));
-        config.max_grace_seconds
-    } else {
-        needed
+    let max = config.max_grace_seconds;
+    // Said only where the cap holds the period below what is needed: a pod whose own
+    // period already covers it (above the cap or not) is not capped.
+    let capped = match needed {
+        needed if needed <= max => needed,
+        needed if effective >= needed => max,
+        needed if effective > max => {
+            warnings.push(format!(
+                "hook and shutdown need {needed}s, more than terminationGracePeriodSeconds \
+                 {effective}s; not raised beyond maxGraceSeconds {max}s"
+            ));
+            max
+        }
+        needed => {
+            warnings.push(format!(
+                "grace period capped at maxGraceSeconds {max}s; hook and shutdown need {needed}s"
+            ));
+            max
+        }
     };
     if capped > effective {
         spec["terminationGracePeriodSeconds"] = json!(capped);
