@@ -520,3 +520,27 @@ fn containers_annotation_restricts_injection() {
         json!(["second"])
     );
 }
+
+/// A pod template whose `initContainers` (or `containers`, `volumes`) is not a list: the
+/// API server refuses it, the offline CLI may be given it. It is left unchanged, said
+/// once. Before, the hook named the program while its installer went nowhere, and a
+/// second pass changed the object again.
+#[test]
+fn a_template_whose_lists_are_not_lists_is_left_unchanged() {
+    for field in ["initContainers", "containers", "volumes"] {
+        for odd in [json!({}), json!("x"), json!(1), json!(true)] {
+            let mut object =
+                core_support::scratch_job(json!({"prestop-injector.io/cleanup": "/scratch"}));
+            object["spec"]["template"]["spec"][field] = odd.clone();
+            let outcome = core_support::mutate(object);
+            assert_eq!(outcome.decision.patch, None, "{field} = {odd}");
+            assert_eq!(
+                outcome.decision.warnings,
+                [format!(
+                    "left unchanged: spec.{field} of the pod template is not a list"
+                )],
+                "{field} = {odd}"
+            );
+        }
+    }
+}

@@ -212,6 +212,16 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
             ..Decision::allow()
         };
     }
+    // The API server refuses these; the offline CLI may be given one. A list that is not
+    // one would take the program's installer or the sidecar nowhere, half a cleanup.
+    if let Some(field) = template.and_then(|t| t.field("spec")).and_then(not_a_list) {
+        return Decision {
+            warnings: vec![format!(
+                "left unchanged: spec.{field} of the pod template is not a list"
+            )],
+            ..Decision::allow()
+        };
+    }
     let mutated = patch_template(workload, template, |template, original| {
         // Only an injected template is recorded: what a controller makes from any other
         // template is left alone as unrecorded, which is what the workload got too.
@@ -295,6 +305,16 @@ fn patch_template(
     }
     let operations = delivery::diff(workload.template, original, &mut mutated);
     Ok((operations, warnings))
+}
+
+/// The first of the pod spec's lists the core writes to that is there but not a list.
+fn not_a_list(spec: &Value) -> Option<&'static str> {
+    ["initContainers", "containers", "volumes"]
+        .into_iter()
+        .find(|field| {
+            spec.field(field)
+                .is_some_and(|v| !v.is_null() && !v.is_array())
+        })
 }
 
 fn annotations_at(template: Option<&Value>) -> Option<&Map<String, Value>> {
