@@ -73,6 +73,7 @@ impl Walk<'_> {
             self.stopped = true;
         }
         if self.survivors.len() < MAX_NAMED {
+            let path = shortened(path);
             self.survivors.push(Survivor { path, reason });
         } else {
             self.unnamed += 1;
@@ -90,4 +91,23 @@ impl Walk<'_> {
         path.extend_from_slice(name.to_bytes());
         path
     }
+}
+
+/// The longest survivor path named whole: a chain of 16,384 levels of 255-byte names is
+/// 4 MB of path, 64 of them a report longer than the reaper reads.
+const MAX_NAMED_PATH: usize = 4096;
+
+/// `path`, or its first kilobyte and last three joined by `/…/` when it is longer than
+/// [`MAX_NAMED_PATH`]: the target and the entry's own name stay readable.
+fn shortened(path: Vec<u8>) -> Vec<u8> {
+    const HEAD: usize = 1024;
+    const TAIL: usize = 3 * 1024;
+    if path.len() <= MAX_NAMED_PATH {
+        return path;
+    }
+    let mut short = Vec::with_capacity(HEAD + TAIL + 5);
+    short.extend_from_slice(&path[..HEAD]);
+    short.extend_from_slice("/…/".as_bytes());
+    short.extend_from_slice(&path[path.len() - TAIL..]);
+    short
 }
