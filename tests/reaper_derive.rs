@@ -302,11 +302,7 @@ fn every_container_mount_and_unmounted_volume_is_a_use() {
         }
     });
     let facts = facts(&pod);
-    let known: Vec<(&str, bool)> = facts
-        .uses
-        .iter()
-        .map(|u| (u.known.as_str(), u.open.is_some()))
-        .collect();
+    let known = uses(&facts);
     // A mounted volume is what its mounts reach (each subPath), not the whole volume
     // (issue 32, finding 2); an unmounted one is still set up by the kubelet.
     assert!(!known.contains(&("/mnt/scratch/a", false)), "{known:?}");
@@ -340,11 +336,7 @@ fn a_read_only_mount_into_the_directory_is_a_use_whatever_its_volume() {
     });
     // As the reaper and the agent run by default (`--read-only-views-keep` unset).
     let facts = pod_facts_with(&pod, &config(), false).expect("a pod with a uid");
-    let known: Vec<(&str, bool)> = facts
-        .uses
-        .iter()
-        .map(|u| (u.known.as_str(), u.open.is_some()))
-        .collect();
+    let known = uses(&facts);
     assert!(known.contains(&("/mnt/scratch/job", false)), "{known:?}");
     // The whole-node view itself is still no use; /mnt/logs is beside every prefix.
     assert!(!known.contains(&("/mnt", false)), "{known:?}");
@@ -366,11 +358,16 @@ fn a_mount_with_an_odd_mount_path_is_a_use() {
         }
     });
     let facts = facts(&pod);
-    let known: Vec<(&str, bool)> = facts
+    let known = uses(&facts);
+    assert!(known.contains(&("/mnt/scratch/job", false)), "{known:?}");
+    assert!(known.contains(&("/mnt/scratch/x", false)), "{known:?}");
+}
+
+/// Each use as (its known part, whether it is open below).
+fn uses(facts: &PodFacts) -> Vec<(&str, bool)> {
+    facts
         .uses
         .iter()
         .map(|u| (u.known.as_str(), u.open.is_some()))
-        .collect();
-    assert!(known.contains(&("/mnt/scratch/job", false)), "{known:?}");
-    assert!(known.contains(&("/mnt/scratch/x", false)), "{known:?}");
+        .collect()
 }

@@ -786,22 +786,10 @@ fn prefixes() -> Vec<String> {
 /// unknown and the walk stops. Before, the looks went on with the pods seen so far.
 #[tokio::test]
 async fn a_look_while_the_walks_watch_is_out_of_sync_is_unknown() {
-    use prestop_injector::reaper::users::{Arrived, Check};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::Ordering;
     let node = Node::new();
     let location = node.scratch(DIR);
-    let check = Check {
-        node_root: Some(node.host.clone()),
-        client: None,
-        pods: Vec::new(),
-        prefixes: prefixes(),
-        read_only_views_keep: false,
-    };
-    let arrived = Arrived {
-        pods: Default::default(),
-        in_sync: std::sync::Arc::new(AtomicBool::new(true)),
-    };
-    let repeat = check.for_walk().await.with_arrivals(arrived.clone());
+    let (repeat, arrived) = walk_looks(&node, Vec::new()).await;
     assert_eq!(repeat.check(&location, DIR), Ok(()));
     arrived.in_sync.store(false, Ordering::SeqCst);
     match repeat.check(&location, DIR) {
@@ -819,8 +807,6 @@ async fn a_look_while_the_walks_watch_is_out_of_sync_is_unknown() {
 #[tokio::test]
 async fn a_pod_that_comes_to_use_the_directory_during_the_walk_keeps_it() {
     use prestop_injector::mutation::targets::HostPath;
-    use prestop_injector::reaper::users::{Arrived, Check};
-    use std::sync::atomic::AtomicBool;
     let node = Node::new();
     let location = node.scratch(DIR);
     let debugged = |uses: &[&str]| KnownPod {
@@ -841,18 +827,7 @@ async fn a_pod_that_comes_to_use_the_directory_during_the_walk_keeps_it() {
         ended: false,
     };
     node.on_host("/mnt/scratch/other");
-    let check = Check {
-        node_root: Some(node.host.clone()),
-        client: None,
-        pods: vec![debugged(&["/mnt/scratch/other"])],
-        prefixes: prefixes(),
-        read_only_views_keep: false,
-    };
-    let arrived = Arrived {
-        pods: Default::default(),
-        in_sync: std::sync::Arc::new(AtomicBool::new(true)),
-    };
-    let repeat = check.for_walk().await.with_arrivals(arrived.clone());
+    let (repeat, arrived) = walk_looks(&node, vec![debugged(&["/mnt/scratch/other"])]).await;
     assert_eq!(repeat.check(&location, DIR), Ok(()));
     arrived
         .pods
@@ -863,4 +838,31 @@ async fn a_pod_that_comes_to_use_the_directory_during_the_walk_keeps_it() {
         Err(Busy::InUse(why)) => assert!(why.contains("debugged"), "{why}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// The looks of a walk that began knowing `pods`, and what its own watch has seen (in
+/// sync, nothing yet), for the test to change.
+async fn walk_looks(
+    node: &Node,
+    pods: Vec<KnownPod>,
+) -> (
+    prestop_injector::reaper::users::Repeat,
+    prestop_injector::reaper::users::Arrived,
+) {
+    use prestop_injector::reaper::users::{Arrived, Check};
+    let check = Check {
+        node_root: Some(node.host.clone()),
+        client: None,
+        pods,
+        prefixes: prefixes(),
+        read_only_views_keep: false,
+    };
+    let arrived = Arrived {
+        pods: Default::default(),
+        in_sync: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    };
+    (
+        check.for_walk().await.with_arrivals(arrived.clone()),
+        arrived,
+    )
 }
