@@ -4,6 +4,9 @@
 //! server that counts its gets and answers each after a pause; the reaper and the agent
 //! read claims through the same function.
 
+mod core_support;
+mod reaper_support;
+
 use axum::extract::Path as UrlPath;
 use axum::{http::StatusCode, routing::get, Router};
 use prestop_injector::reaper::claims::{self, Bound};
@@ -52,11 +55,7 @@ async fn api_server(pause: Duration, gets: Arc<AtomicUsize>) -> kube::Client {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let url = format!("http://{address}").parse().unwrap();
-    kube::Client::try_from(kube::Config::new(url)).unwrap()
+    reaper_support::client_of(app).await
 }
 
 fn pod(uid: &str, claims: &[String]) -> KnownPod {
@@ -116,11 +115,11 @@ async fn a_bound_claim_is_read_once_per_pod() {
     );
 
     // Another walker's question (its asker left out of its round) keeps a's entries.
-    bound.keep_only(&["a".to_owned(), "b".to_owned()].into());
+    bound.keep_only(&["a", "b"].into());
     claims::read(Some(&client), &pods, Some(&bound)).await;
     assert_eq!(gets.load(Ordering::SeqCst), 11);
     // Pod a is gone; pod b names the same claim: read anew.
-    bound.keep_only(&["b".to_owned()].into());
+    bound.keep_only(&["b"].into());
     let before = gets.load(Ordering::SeqCst);
     let b = [pod("b", &["bound-1".into()])];
     claims::read(Some(&client), &b, Some(&bound)).await;

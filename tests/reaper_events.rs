@@ -45,10 +45,7 @@ async fn api_server() -> (String, Arc<Mutex<Vec<Value>>>) {
             )
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{address}"), kept)
+    (reaper_support::serve(app).await, kept)
 }
 
 /// An injected pod whose cleanup target the reaper refuses (its subPathExpr comes from

@@ -396,11 +396,7 @@ async fn api_server(objects: Vec<(String, Value)>, forbidden: Vec<String>) -> ku
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let url = format!("http://{address}").parse().unwrap();
-    kube::Client::try_from(kube::Config::new(url)).unwrap()
+    reaper_support::client_of(app).await
 }
 
 fn claim(name: &str, volume: Option<&str>) -> (String, Value) {

@@ -226,17 +226,14 @@ fn clean(
         )
     };
     let mut report = match &checked {
-        Some((checked, question)) if checked.cleared_by_agent => {
-            let asked = checked.asked;
-            hold::walk_holding(
-                *question,
-                &checked.host,
-                asked,
-                root.as_fd(),
-                progress,
-                walk,
-            )
-        }
+        Some((checked, question)) if checked.cleared_by_agent => hold::walk_holding(
+            *question,
+            &checked.host,
+            checked.asked,
+            root.as_fd(),
+            progress,
+            walk,
+        ),
         _ => walk(progress),
     };
     report.without_agent = checked

@@ -73,7 +73,7 @@ pub(super) fn raise(
     // period already covers it (above the cap or not) is not capped.
     let capped = match needed {
         needed if needed <= max => needed,
-        needed if effective >= needed => max,
+        needed if effective >= needed => needed,
         needed if effective > max => {
             warnings.push(format!(
                 "hook and shutdown need {needed}s, more than terminationGracePeriodSeconds \

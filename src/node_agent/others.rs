@@ -62,9 +62,9 @@ impl Others {
                         .to_owned(),
                 ));
             }
-            let on_the_node: HashSet<String> = picture
+            let on_the_node: HashSet<&str> = picture
                 .pods()
-                .filter_map(|pod| pod.metadata.uid.clone())
+                .filter_map(|pod| pod.metadata.uid.as_deref())
                 .collect();
             self.bound.keep_only(&on_the_node);
             picture

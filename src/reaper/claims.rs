@@ -132,9 +132,9 @@ pub async fn read(
 impl Bound {
     /// Forgets the claims of pods not in `pods` (the node's pods now): the asker of one
     /// question is left out of its own round, and must not lose another walker's entries.
-    pub fn keep_only(&self, pods: &HashSet<String>) {
+    pub fn keep_only(&self, pods: &HashSet<&str>) {
         let mut reached = self.reached.lock().unwrap_or_else(|e| e.into_inner());
-        reached.retain(|(uid, _), _| pods.contains(uid));
+        reached.retain(|(uid, _), _| pods.contains(uid.as_str()));
     }
 }
 

@@ -121,8 +121,9 @@ impl Repeat {
             &self.prefixes,
             self.read_only_views_keep,
         )?;
-        let arrived: Vec<KnownPod> = match &self.arrivals {
-            None => Vec::new(),
+        let none = Vec::new();
+        let arrived = match &self.arrivals {
+            None => None,
             Some(arrivals) if !arrivals.in_sync.load(Ordering::SeqCst) => {
                 return Err(Busy::Unknown(
                     "the walk's watch of the node's pods is out of sync (a list failed or \
@@ -130,12 +131,9 @@ impl Repeat {
                         .to_owned(),
                 ));
             }
-            Some(arrivals) => arrivals
-                .pods
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            Some(arrivals) => Some(arrivals.pods.lock().unwrap_or_else(|e| e.into_inner())),
         };
+        let arrived: &Vec<KnownPod> = arrived.as_deref().unwrap_or(&none);
         let known_at_start = |pod: &KnownPod| self.pods.iter().any(|k| k.pod.uid == pod.pod.uid);
         // Their claims' volumes were not read at the walk's start: unknown, not unused.
         if let Some(pod) = arrived

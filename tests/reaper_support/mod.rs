@@ -180,3 +180,17 @@ pub fn metric(reaper: &Reaper, name: &str) -> f64 {
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or_else(|| panic!("{name} not in\n{text}"))
 }
+
+/// Serves `app`, an API server's stand-in for one test, on 127.0.0.1; its base URL.
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}")
+}
+
+/// A client of the API server stand-in `app` ([`serve`]).
+pub async fn client_of(app: axum::Router) -> kube::Client {
+    let url = serve(app).await.parse().unwrap();
+    kube::Client::try_from(kube::Config::new(url)).unwrap()
+}
