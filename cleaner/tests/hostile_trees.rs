@@ -204,27 +204,30 @@ fn a_200_deep_tree_is_emptied() {
     }
 }
 
+/// `levels` directories named `name`, one inside the other, below `dir`, and a file
+/// `bottom` in the deepest: made by descriptor, as no path reaches that deep.
+fn chain(dir: &Path, levels: usize, name: &str) {
+    let mut fd: OwnedFd = openat(CWD, dir, OFlags::DIRECTORY, Mode::empty()).expect("open");
+    for _ in 0..levels {
+        mkdirat(&fd, name, Mode::from_raw_mode(0o755)).expect("mkdirat");
+        fd = openat(&fd, name, OFlags::DIRECTORY, Mode::empty()).expect("openat");
+    }
+    let bottom = openat(
+        &fd,
+        "bottom",
+        OFlags::CREATE | OFlags::WRONLY,
+        Mode::from_raw_mode(0o644),
+    );
+    drop(bottom.expect("create bottom"));
+}
+
 /// Deeper than any path the kernel resolves at once (PATH_MAX 4096): 1,500 levels of
 /// 100-byte names, 150 kB of path. The walk holds a bounded number of descriptors
 /// (run under `ulimit -n 16`) and climbs back by `..`, checking each step.
 #[test]
 fn a_tree_deeper_than_path_max_is_emptied() {
     let sandbox = Sandbox::new();
-    let name = "d".repeat(100);
-    let mut fd: OwnedFd =
-        openat(CWD, &sandbox.target, OFlags::DIRECTORY, Mode::empty()).expect("open");
-    for _ in 0..1500 {
-        mkdirat(&fd, name.as_str(), Mode::from_raw_mode(0o755)).expect("mkdirat");
-        fd = openat(&fd, name.as_str(), OFlags::DIRECTORY, Mode::empty()).expect("openat");
-    }
-    let file = openat(
-        &fd,
-        "bottom",
-        OFlags::CREATE | OFlags::WRONLY,
-        Mode::from_raw_mode(0o644),
-    );
-    drop(file.expect("create bottom"));
-    drop(fd);
+    chain(&sandbox.target, 1500, &"d".repeat(100));
     // With 16 descriptors at most, fewer than WINDOW: one per level would fail with
     // EMFILE, and the walk holds fewer when it meets EMFILE.
     let agent = support::agent::NodeAgent::start();
@@ -271,20 +274,7 @@ fn a_chain_deeper_than_the_walk_goes_is_left_named_and_the_rest_emptied() {
     // Deeper than one walk's frames plus every directory the concurrent walk's queue can
     // hold (4,096 slots at most), so that no number of workers reaches the bottom.
     let levels = MAX_DEPTH + 4_096 + 8;
-    let mut fd: OwnedFd =
-        openat(CWD, &sandbox.target, OFlags::DIRECTORY, Mode::empty()).expect("open");
-    for _ in 0..levels {
-        mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).expect("mkdirat");
-        fd = openat(&fd, "d", OFlags::DIRECTORY, Mode::empty()).expect("openat");
-    }
-    let bottom = openat(
-        &fd,
-        "bottom",
-        OFlags::CREATE | OFlags::WRONLY,
-        Mode::from_raw_mode(0o644),
-    );
-    drop(bottom.expect("create bottom"));
-    drop(fd);
+    chain(&sandbox.target, levels, "d");
     let target = sandbox.target.to_str().expect("utf-8");
     for jobs in [1, 4] {
         fs::write(sandbox.target.join("beside"), b"x").expect("write");
