@@ -260,9 +260,16 @@ fn check(spec: &Value, mounts: &[Value], target: &str, lists: Lists) -> Result<(
         return Err(format!("{target} is not on a hostPath volume"));
     };
     let host = host.map_err(|why| format!("{target}: unknowable host path ({why})"))?;
+    // The part of the target below its mount, with its leading `/`: under a mount at `/`
+    // that is the whole target (class 6.15: `/mnt` + `scratch` is not `/mnt/scratch`).
+    let below = if own_path == "/" {
+        target
+    } else {
+        &target[own_path.len()..]
+    };
     let host = match host.open {
         false => Host {
-            known: join(&host.known, &target[own_path.len()..]),
+            known: join(&host.known, below),
             open: false,
         },
         true => host,
