@@ -151,7 +151,7 @@ pub struct SidecarConfig {
     /// runs `cleaner.image` and this key is ignored with a start-up warning.
     pub image: Option<String>,
     /// `resources` of the sidecar container, copied verbatim.
-    pub resources: serde_json::Value,
+    pub resources: crate::json::Value,
 }
 
 /// Pinned so that a cluster never pulls a moving tag into every Job pod.
@@ -169,7 +169,7 @@ impl Default for SidecarConfig {
         SidecarConfig {
             allowed: true,
             image: None,
-            resources: serde_json::json!({
+            resources: crate::json::json!({
                 "requests": {"cpu": "10m", "memory": "16Mi"},
                 "limits": {"cpu": "100m", "memory": "32Mi"}
             }),

@@ -13,8 +13,8 @@
 //!
 //! ```
 //! use prestop_injector::config::Config;
+//! use prestop_injector::json::json; // the core's own JSON model
 //! use prestop_injector::mutation::{decide, Endpoint, GroupVersionKind, Operation, Request};
-//! use serde_json::json;
 //!
 //! let job = json!({
 //!     "apiVersion": "batch/v1", "kind": "Job",
@@ -35,8 +35,8 @@
 //! // Nothing is deleted outside the node's scratch directories the operator names.
 //! let config = Config::from_yaml("allowedHostPathPrefixes: [/mnt/scratch]").unwrap();
 //! let decision = decide(&request, Endpoint::Mutate, &config);
-//! let mut patched = job;
-//! json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
+//! // Applied by json_patch (RFC 6902), as the API server applies it.
+//! let patched = decision.patch.unwrap().apply_to(&job).unwrap();
 //! let spec = &patched["spec"]["template"]["spec"];
 //! assert_eq!(spec["terminationGracePeriodSeconds"], 40); // 30 s cleanup + 10 s shutdown
 //! // The cleaner program, delivered by an init container: `prestop-clean hook --deadline 38
@@ -53,6 +53,7 @@ pub mod certs;
 pub mod cli;
 pub mod config;
 pub mod duration;
+pub mod json;
 pub mod json_diff;
 pub mod kube_version;
 pub mod mutation;

@@ -533,8 +533,8 @@ fn delete_review(options: Value, annotated: bool) -> prestop_injector::admission
     request.kind.version = "v1".into();
     request.kind.kind = "Job".into();
     request.object = None;
-    request.old_object = Some(job);
-    request.options = Some(options);
+    request.old_object = Some(job.into());
+    request.options = Some(options.into());
     request
 }
 

@@ -296,8 +296,10 @@ fn our_volume_is_never_a_target_nor_a_finding() {
     );
     // Asked for by name, the socket's directory is refused: it is read-only, and no
     // prefix may reach it (even one built in code that allows every host path).
-    let spec = template_spec(&outcome.patched);
-    let mounts = container_mounts(container(&outcome.patched, 0)).expect("mounts");
+    // The core's functions read its own model.
+    let patched = prestop_injector::json::Value::from(outcome.patched.clone());
+    let spec = &patched["spec"]["template"]["spec"];
+    let mounts = container_mounts(&spec["containers"][0]).expect("mounts");
     for config in [with_agent(), protected_list_only()] {
         let refused = check_target(spec, &mounts, MOUNT_PATH, &config);
         assert!(refused.is_err(), "{refused:?}");
@@ -327,7 +329,7 @@ fn the_reaper_still_derives_the_targets_of_an_agent_asking_pod() {
         metadata["uid"] = json!("uid-1");
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
                          "spec": template["spec"]});
-        let facts = pod_facts(&pod, &config).expect("a pod with a uid");
+        let facts = pod_facts(&pod.into(), &config).expect("a pod with a uid");
         assert_eq!(facts.cleanable, ["/mnt/scratch"]);
         assert!(facts.refused.is_empty(), "{:?}", facts.refused);
         // The agent's directory is a use like any hostPath, and trips nothing.

@@ -76,7 +76,10 @@ fn cleans_scratch(object: &Value) -> bool {
 
 /// The patch of `object` with its parallelism raised to 2: the same pod template, whose
 /// side-by-side pods were warned before. The overlap's warning changes nothing in it.
-fn patch_at_parallelism_2(mut object: Value, endpoint: Endpoint) -> Option<json_patch::Patch> {
+fn patch_at_parallelism_2(
+    mut object: Value,
+    endpoint: Endpoint,
+) -> Option<prestop_injector::json::patch::Patch> {
     let job_spec = if object["kind"] == "CronJob" {
         &mut object["spec"]["jobTemplate"]["spec"]
     } else {

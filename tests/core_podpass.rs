@@ -191,12 +191,12 @@ fn replica_set_of(deployment: &Value) -> Value {
 
 fn update(old: &Value, new: &Value) -> Value {
     let mut request = request(Operation::Update, new.clone());
-    request.old_object = Some(old.clone());
+    request.old_object = Some(old.clone().into());
     let decision = decide(&request, Endpoint::MutateAuto, &test_config());
     assert_eq!(decision.denial, None);
     let mut patched = new.clone();
     if let Some(patch) = &decision.patch {
-        json_patch::patch(&mut patched, patch).unwrap();
+        json_patch::patch(&mut patched, &patch.to_json_patch()).unwrap();
     }
     patched
 }

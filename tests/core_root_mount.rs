@@ -66,7 +66,8 @@ fn the_reaper_reaches_the_directory_below_the_root_mount_not_a_sibling() {
                  "volumes": [host_path_volume("root", "/mnt/scratch/a")]}
     });
     let outcome = mutate_with(Endpoint::Mutate, &config, pod);
-    let facts = prestop_injector::reaper::derive::pod_facts(&outcome.patched, &config)
-        .expect("a pod with a uid");
+    let facts =
+        prestop_injector::reaper::derive::pod_facts(&outcome.patched.clone().into(), &config)
+            .expect("a pod with a uid");
     assert_eq!(facts.cleanable, ["/mnt/scratch/a/b"]);
 }

@@ -165,7 +165,7 @@ fn every_kind_uses_its_template_path() {
             .patch
             .unwrap_or_else(|| panic!("{} must be patched", object["kind"]));
         let mut patched = object.clone();
-        json_patch::patch(&mut patched, &patch).unwrap();
+        json_patch::patch(&mut patched, &patch.to_json_patch()).unwrap();
         let template = patched.pointer(pointer).unwrap();
         assert!(
             template

@@ -6,8 +6,8 @@
 mod core_support;
 
 use core_support::*;
-use json_patch::PatchOperation;
 use prestop_injector::config::Config;
+use prestop_injector::json::patch::PatchOperation;
 use prestop_injector::mutation::hook::sidecar_targets;
 use prestop_injector::mutation::Endpoint;
 use serde_json::{json, Value};
@@ -72,7 +72,6 @@ fn init_operations(outcome: &Outcome) -> Vec<(&'static str, String)> {
                 PatchOperation::Add(_) => "add",
                 PatchOperation::Remove(_) => "remove",
                 PatchOperation::Replace(_) => "replace",
-                _ => "other",
             };
             (kind, op.path().to_string())
         })

@@ -422,7 +422,11 @@ fn class_4_a_mount_another_plugin_put_inside_a_sidecar_target_is_never_emptied()
         &test_config(),
     );
     let mut patched = pod;
-    json_patch::patch(&mut patched, decision.patch.as_ref().unwrap()).unwrap();
+    json_patch::patch(
+        &mut patched,
+        &decision.patch.as_ref().unwrap().to_json_patch(),
+    )
+    .unwrap();
     assert!(sidecar_in(&patched["spec"]).is_none());
     assert_eq!(
         cleanup_targets(&patched["spec"]["containers"][0]),

@@ -3,9 +3,15 @@
 //! can change alone.
 
 use prestop_injector::config::Config;
-use prestop_injector::reaper::derive::pod_facts;
+use prestop_injector::reaper::derive::PodFacts;
 use prestop_injector::reaper::metrics::REASONS;
-use serde_json::json;
+use serde_json::{json, Value};
+
+// The reaper reads the core's own JSON model (`prestop_injector::json`); these tests
+// build their pods as serde_json's, as the API server's clients do.
+fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
+    prestop_injector::reaper::derive::pod_facts(&pod.clone().into(), config)
+}
 use std::collections::BTreeSet;
 
 fn reaper_doc() -> String {
@@ -86,7 +92,8 @@ fn documented_names_match_the_code() {
     });
     // Sealed (docs/REAPER.md#the-seal), so that the reason is the directory's.
     let mut pod = pod;
-    let sealed = prestop_injector::mutation::seal::seal(&config.seal, "batch", &pod["spec"]);
+    let sealed =
+        prestop_injector::mutation::seal::seal(&config.seal, "batch", &pod["spec"].clone().into());
     pod["metadata"]["annotations"]["prestop-injector.io/seal"] = json!(sealed.unwrap());
     let facts = pod_facts(&pod, &config).unwrap();
     assert!(facts.cleanable.is_empty());

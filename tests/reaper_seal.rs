@@ -9,11 +9,21 @@ mod core_support;
 use core_support::{host_path_volume, job, mutate_with, request, scratch_container};
 use prestop_injector::admission::Operation;
 use prestop_injector::config::Config;
-use prestop_injector::mutation::seal::{self, SEAL};
+use prestop_injector::mutation::seal::SEAL;
 use prestop_injector::mutation::{decide, Endpoint};
-use prestop_injector::reaper::derive::{pod_facts, PodFacts};
+use prestop_injector::reaper::derive::PodFacts;
 use prestop_injector::seal_keys::SealKeys;
 use serde_json::{json, Value};
+
+// The reaper reads the core's own JSON model (`prestop_injector::json`); these tests
+// build their pods as serde_json's, as the API server's clients do.
+fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
+    prestop_injector::reaper::derive::pod_facts(&pod.clone().into(), config)
+}
+
+fn seal_spec(keys: &SealKeys, namespace: &str, spec: &Value) -> Option<String> {
+    prestop_injector::mutation::seal::seal(keys, namespace, &spec.clone().into())
+}
 
 const KEY: &str = "6b6579206f6620746865207765626869f66b206f6620746869732074657374";
 const OLD_KEY: &str = "b2xkIGtleSBvZiB0aGUgd2ViaG9vaywgYmVmb3JlIHJvdGF0aW9uISE=";
@@ -203,7 +213,7 @@ fn forged_record_is_refused() {
         ("made up", format!("v1:{}", "A".repeat(44))),
         (
             "another install's key",
-            seal::seal(&other_install.seal, "unserved", spec).unwrap(),
+            seal_spec(&other_install.seal, "unserved", spec).unwrap(),
         ),
         (
             "copied from a real pod",
@@ -219,7 +229,7 @@ fn forged_record_is_refused() {
     }
     // The control: the same pod sealed with the install's key is cleanable.
     let mut pod = forged.clone();
-    set_seal(&mut pod, seal::seal(&config().seal, "unserved", spec));
+    set_seal(&mut pod, seal_spec(&config().seal, "unserved", spec));
     assert_eq!(facts(&pod).cleanable, ["/mnt/scratch/victim"]);
     // A reaper without a key proves nothing: even the webhook's own pod is refused.
     assert_refused(
@@ -424,7 +434,7 @@ fn changed_volume_breaks_the_seal() {
     let mut pod = real.clone();
     pod["spec"]["volumes"][0]["hostPath"]["path"] = json!("/mnt/scratch/victim");
     let spec = pod["spec"].clone();
-    set_seal(&mut pod, seal::seal(&config().seal, "default", &spec));
+    set_seal(&mut pod, seal_spec(&config().seal, "default", &spec));
     let facts = facts(&pod);
     assert_refused(&facts, "host_mismatch", "--host against the volumes");
     assert!(
@@ -533,11 +543,11 @@ fn the_webhook_seals_only_what_it_injects() {
     // The same template in another namespace is sealed differently.
     let spec = &template["spec"];
     assert_eq!(
-        seal::seal(&config().seal, "default", spec).as_deref(),
+        seal_spec(&config().seal, "default", spec).as_deref(),
         Some(seal)
     );
     assert_ne!(
-        seal::seal(&config().seal, "other", spec).as_deref(),
+        seal_spec(&config().seal, "other", spec).as_deref(),
         Some(seal)
     );
     // Nothing injected (no cleanup: the grace period and the status only), no key, or a

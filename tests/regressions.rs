@@ -45,7 +45,7 @@ fn user_init_container_named_like_our_sidecar_is_not_overwritten() {
         }
         let mut patched = object.clone();
         if let Some(patch) = &decision.patch {
-            json_patch::patch(&mut patched, patch).expect("the patch applies");
+            json_patch::patch(&mut patched, &patch.to_json_patch()).expect("the patch applies");
         }
         let init = patched["spec"]["template"]["spec"]["initContainers"]
             .as_array()

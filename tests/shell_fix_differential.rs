@@ -31,9 +31,9 @@ mod sandbox;
 mod generated;
 
 use prestop_injector::config::Config;
+use prestop_injector::json::json;
 use prestop_injector::mutation::shell_fix::fix_shells;
 use sandbox::{Outcome, Sandbox};
-use serde_json::json;
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;

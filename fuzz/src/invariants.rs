@@ -115,10 +115,16 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
     );
     let workload = workload::find(&request.kind, request.operation)
         .expect("only supported kinds and operations are patched");
-    let object = request.object.as_ref().expect("a patch without an object");
+    // The core's own JSON model, as serde_json's: the oracles below read serde_json's.
+    let object: Value = request
+        .object
+        .clone()
+        .expect("a patch without an object")
+        .into();
+    let object = &object;
 
     let mut patched = object.clone();
-    if let Err(error) = json_patch::patch(&mut patched, patch) {
+    if let Err(error) = json_patch::patch(&mut patched, &patch.to_json_patch()) {
         panic!("the patch does not apply: {error}\npatch: {}", json(patch));
     }
     let template = workload.template;
@@ -132,7 +138,7 @@ pub fn check_decision(request: &Request, endpoint: Endpoint, config: &Config, de
     }
 
     let mut again = request.clone();
-    again.object = Some(patched.clone());
+    again.object = Some(patched.clone().into());
     let second = decide(&again, endpoint, config);
     assert_eq!(
         second.patch,
@@ -179,7 +185,7 @@ pub fn check_safety(template: &Value, config: &Config) {
     );
 }
 
-fn json(patch: &json_patch::Patch) -> String {
+fn json(patch: &prestop_injector::json::patch::Patch) -> String {
     serde_json::to_string(patch).unwrap_or_default()
 }
 
@@ -403,7 +409,7 @@ pub fn check_targets(before: &Value, after: &Value) {
             .unwrap_or_default()
     };
     let writable = |container: &Value, target: &str| {
-        mounts(container)
+        mounts(&container.clone().into())
             .iter()
             .any(|m| m.writable && is_at_or_below(target, &m.path))
     };

@@ -7,12 +7,12 @@
 //! server expects (kube-rs issue 1781).
 
 use crate::config::Config;
+use crate::json::Value;
 use crate::mutation::{self, Decision, Endpoint};
 /// The request as the review carries it; the core owns the type it decides on.
 pub use crate::mutation::{GroupVersionKind, Operation, Request};
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
-use serde_json::Value;
 use std::io::Write as _;
 
 mod object;
@@ -320,7 +320,7 @@ mod tests {
         let body: Value = serde_json::from_slice(&encode("u", &denied)).unwrap();
         assert_eq!(
             body["response"],
-            serde_json::json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no\n\"way\""}, "warnings": ["w \"1\""]})
+            crate::json::json!({"uid": "u", "allowed": false, "status": {"code": 403, "message": "no\n\"way\""}, "warnings": ["w \"1\""]})
         );
     }
 

@@ -6,9 +6,9 @@
 //! parsing saves building and dropping those trees. `tests/core_properties.rs` checks that
 //! the server path decides exactly as the core does on the whole object.
 
+use crate::json::{Map, Value};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
-use serde_json::{Map, Value};
 use std::fmt;
 
 /// An object as the core needs it: everything but `status` and `metadata.managedFields`.
@@ -98,7 +98,7 @@ impl<'de> Visitor<'de> for Pruned {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     #[test]
     fn drops_status_and_managed_fields_only() {

@@ -7,8 +7,8 @@
 //! each 12-bit half. The output is byte for byte `serde_json::to_vec` of the operations
 //! and the standard padded base64 alphabet; the tests below hold both to that.
 
-use json_patch::PatchOperation;
-use serde_json::Value;
+use crate::json::patch::PatchOperation;
+use crate::json::Value;
 
 /// Appends `operations` as the JSON array `serde_json::to_vec` would write.
 pub fn write_patch(out: &mut Vec<u8>, operations: &[PatchOperation]) {
@@ -17,24 +17,11 @@ pub fn write_patch(out: &mut Vec<u8>, operations: &[PatchOperation]) {
         if index > 0 {
             out.push(b',');
         }
-        let (op, from, path, value) = match operation {
-            PatchOperation::Add(o) => ("add", None, &o.path, Some(&o.value)),
-            PatchOperation::Remove(o) => ("remove", None, &o.path, None),
-            PatchOperation::Replace(o) => ("replace", None, &o.path, Some(&o.value)),
-            PatchOperation::Move(o) => ("move", Some(&o.from), &o.path, None),
-            PatchOperation::Copy(o) => ("copy", Some(&o.from), &o.path, None),
-            PatchOperation::Test(o) => ("test", None, &o.path, Some(&o.value)),
-        };
+        let (op, path, value) = operation.parts();
         out.extend_from_slice(br#"{"op":""#);
         out.extend_from_slice(op.as_bytes());
-        out.push(b'"');
-        // serde's field order: `from` before `path` in move and copy.
-        if let Some(from) = from {
-            out.extend_from_slice(br#","from":"#);
-            write_str(out, from.as_str());
-        }
-        out.extend_from_slice(br#","path":"#);
-        write_str(out, path.as_str());
+        out.extend_from_slice(br#"","path":"#);
+        write_str(out, path);
         if let Some(value) = value {
             out.extend_from_slice(br#","value":"#);
             write_value(out, value);
@@ -188,18 +175,17 @@ pub fn write_base64(out: &mut Vec<u8>, input: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::json;
+    use crate::json::patch::{AddOperation, Patch, RemoveOperation, ReplaceOperation};
     use base64::Engine as _;
-    use json_patch::jsonptr::PointerBuf;
-    use json_patch::{AddOperation, CopyOperation, MoveOperation, RemoveOperation};
-    use json_patch::{ReplaceOperation, TestOperation};
     use proptest::prelude::*;
-    use serde_json::json;
 
-    fn pointer(text: &str) -> PointerBuf {
-        PointerBuf::parse(text).unwrap()
+    fn pointer(text: &str) -> String {
+        text.to_owned()
     }
 
-    /// Every kind of operation, and values with every kind of member and escape.
+    /// Every kind of operation the core emits, and values with every kind of member and
+    /// escape: the bytes json_patch's own operations serialize to.
     #[test]
     fn the_same_bytes_as_serde_json() {
         let value = json!({
@@ -220,24 +206,19 @@ mod tests {
                 path: pointer(""),
                 value: json!("r"),
             }),
-            PatchOperation::Move(MoveOperation {
-                from: pointer("/f"),
-                path: pointer("/t"),
-            }),
-            PatchOperation::Copy(CopyOperation {
-                from: pointer("/f~0"),
-                path: pointer("/t"),
-            }),
-            PatchOperation::Test(TestOperation {
-                path: pointer("/t"),
-                value: json!(null),
-            }),
         ];
         let mut ours = Vec::new();
         write_patch(&mut ours, &operations);
+        let patch = Patch(operations);
+        let json_patchs = serde_json::to_vec(&patch.to_json_patch()).unwrap();
         assert_eq!(
-            String::from_utf8(ours).unwrap(),
-            serde_json::to_string(&operations).unwrap()
+            String::from_utf8(ours.clone()).unwrap(),
+            String::from_utf8(json_patchs).unwrap()
+        );
+        assert_eq!(
+            ours,
+            serde_json::to_vec(&patch).unwrap(),
+            "and what serde writes of ours"
         );
         let mut empty = Vec::new();
         write_patch(&mut empty, &[]);

@@ -21,7 +21,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use input::{Body, Document};
 use output::Decided;
 pub use output::Format;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -184,11 +184,12 @@ fn create_request(object: Value, number: usize) -> Result<Request> {
         name: text("/metadata/name"),
         namespace: text("/metadata/namespace"),
         operation: Operation::Create,
-        object: Some(object),
+        // The core reads its own model (`crate::json`); the CLI's documents are serde_json's.
+        object: Some(object.into()),
         old_object: None,
         dry_run: Some(true),
         options: Some(
-            json!({"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "dryRun": ["All"]}),
+            crate::json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions", "dryRun": ["All"]}),
         ),
     })
 }
@@ -198,7 +199,12 @@ fn create_request(object: Value, number: usize) -> Result<Request> {
 fn report(pending: &Pending, stderr: &mut impl Write) -> Result<(Decided, bool)> {
     let Pending { label, reviewed } = pending;
     let request = &reviewed.request;
-    let object = request.object.as_ref().filter(|object| !object.is_null());
+    let object: Option<Value> = request
+        .object
+        .as_ref()
+        .filter(|object| !object.is_null())
+        .map(|object| object.clone().into());
+    let object = object.as_ref();
     let name = request
         .name
         .clone()
@@ -233,7 +239,7 @@ fn report(pending: &Pending, stderr: &mut impl Write) -> Result<(Decided, bool)>
     let operations = decision
         .patch
         .as_ref()
-        .map(|patch| patch.0.clone())
+        .map(|patch| patch.to_json_patch().0)
         .unwrap_or_default();
     let after = match object {
         Some(object) => {

@@ -2,13 +2,12 @@
 //! shutdown.
 
 use crate::config::Config;
+use crate::json::{json, Value};
 use crate::mutation::containers::app_containers;
-use crate::mutation::field::Field;
 use crate::mutation::hook::existing::Existing;
 use crate::mutation::hook::script;
 use crate::mutation::hook::Action;
 use crate::mutation::scope::settings::Settings;
-use serde_json::{json, Value};
 
 /// Kubernetes' default `terminationGracePeriodSeconds`.
 pub const DEFAULT_GRACE_SECONDS: u64 = 30;
@@ -54,7 +53,7 @@ pub(super) fn raise(
             .unwrap_or(0)
     });
     let current = spec
-        .field("terminationGracePeriodSeconds")
+        .get("terminationGracePeriodSeconds")
         .and_then(Value::as_u64);
     if !injected && !has_sidecar && hook == 0 {
         return current.unwrap_or(DEFAULT_GRACE_SECONDS);

@@ -3,7 +3,7 @@
 //! Contract:
 //! - Pure and synchronous: no I/O, no clock, no globals. The server and the offline CLI
 //!   call the same [`decide`].
-//! - The object is mutated as a `serde_json::Value` and the patch is the diff of the value
+//! - The object is mutated as a `crate::json::Value` and the patch is the diff of the value
 //!   before and after, so fields our types don't know survive untouched and an unchanged
 //!   object yields no patch at all.
 //! - Idempotent: deciding again on the patched object yields no patch (our own hooks are
@@ -23,13 +23,11 @@
 //!   value and the accepted forms.
 
 use crate::config::Config;
-use crate::mutation::field::{At, Field};
+use crate::json::patch::{AddOperation, PatchOperation};
+use crate::json::{Map, Value};
 use inject::delivery;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation};
 use record::Recorded;
 use scope::{gates, os, record, settings, workload};
-use serde_json::{Map, Value};
 use settings::{Annotations, BadAnnotation, SETTINGS, STATUS};
 use targets::sharing;
 use workload::Workload;
@@ -40,7 +38,6 @@ use workload::Workload;
 // sidecar), `shell_fix` (bash in images without it), `grace` (the termination grace
 // period). `pod` runs them on one pod template; `orphan` is the `/validate` guard.
 mod containers;
-mod field;
 mod grace;
 pub mod hook;
 pub mod inject;
@@ -95,7 +92,7 @@ pub struct Denial {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decision {
     /// RFC 6902 operations; `None` when nothing changes.
-    pub patch: Option<json_patch::Patch>,
+    pub patch: Option<crate::json::patch::Patch>,
     pub warnings: Vec<String>,
     /// `Some` when the request is refused.
     pub denial: Option<Denial>,
@@ -135,7 +132,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
     let template = if workload.template.is_empty() {
         Some(object)
     } else {
-        object.at(workload.template)
+        object.pointer(workload.template)
     };
     let annotations = Annotations::new(Some(object), template);
     let refuse = |bad: BadAnnotation| {
@@ -202,7 +199,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
 
     // Everything we inject is for Linux nodes: a Windows pod is left alone, said once.
     if let Some(why) = template
-        .and_then(|t| t.field("spec"))
+        .and_then(|t| t.get("spec"))
         .and_then(os::windows_only)
     {
         return Decision {
@@ -214,7 +211,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
     }
     // The API server refuses these; the offline CLI may be given one. A list that is not
     // one would take the program's installer or the sidecar nowhere, half a cleanup.
-    if let Some(field) = template.and_then(|t| t.field("spec")).and_then(not_a_list) {
+    if let Some(field) = template.and_then(|t| t.get("spec")).and_then(not_a_list) {
         return Decision {
             warnings: vec![format!(
                 "left unchanged: spec.{field} of the pod template is not a list"
@@ -248,17 +245,16 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
     if let Some(seconds) = settings.ttl_after_finished {
         match workload
             .job_spec
-            .map(|pointer| (pointer, object.at(pointer).and_then(Value::as_object)))
+            .map(|pointer| (pointer, object.pointer(pointer).and_then(Value::as_object)))
         {
             // A single scalar added where it is absent: the one operation a diff would give.
             Some((pointer, Some(job_spec)))
                 if job_spec
-                    .field("ttlSecondsAfterFinished")
+                    .get("ttlSecondsAfterFinished")
                     .is_none_or(Value::is_null) =>
             {
                 operations.push(PatchOperation::Add(AddOperation {
-                    path: PointerBuf::parse(format!("{pointer}/ttlSecondsAfterFinished"))
-                        .unwrap_or_default(),
+                    path: format!("{pointer}/ttlSecondsAfterFinished"),
                     value: Value::from(seconds),
                 }));
             }
@@ -275,7 +271,7 @@ pub fn decide(request: &Request, endpoint: Endpoint, config: &Config) -> Decisio
         // every pod it creates.
         warnings.clear();
     }
-    let patch = json_patch::Patch(operations);
+    let patch = crate::json::patch::Patch(operations);
     Decision {
         patch: (!patch.0.is_empty()).then_some(patch),
         warnings: warnings.into_iter().map(shorten).collect(),
@@ -312,13 +308,13 @@ fn not_a_list(spec: &Value) -> Option<&'static str> {
     ["initContainers", "containers", "volumes"]
         .into_iter()
         .find(|field| {
-            spec.field(field)
+            spec.get(field)
                 .is_some_and(|v| !v.is_null() && !v.is_array())
         })
 }
 
 fn annotations_at(template: Option<&Value>) -> Option<&Map<String, Value>> {
-    template?.at("/metadata/annotations")?.as_object()
+    template?.pointer("/metadata/annotations")?.as_object()
 }
 
 /// Sets (or removes) one of our annotations on a pod template (the record of settings,
@@ -336,7 +332,7 @@ fn set_annotation(template: &mut Value, key: &str, text: Option<String>) {
         }
         None => {
             if let Some(annotations) = template
-                .at_mut("/metadata/annotations")
+                .pointer_mut("/metadata/annotations")
                 .and_then(Value::as_object_mut)
             {
                 annotations.shift_remove(key);
@@ -350,13 +346,17 @@ fn namespace_of<'r>(request: &'r Request, object: &'r Value) -> Option<&'r str> 
     request
         .namespace
         .as_deref()
-        .or_else(|| object.at("/metadata/namespace").and_then(Value::as_str))
+        .or_else(|| {
+            object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
         .filter(|namespace| !namespace.is_empty())
 }
 
 /// `namespace/name` of the object for messages; `generateName` objects have no name yet.
 fn describe(request: &Request, object: &Value) -> String {
-    let metadata = object.field("metadata");
+    let metadata = object.get("metadata");
     let field = |key: &str| {
         metadata
             .and_then(|m| m.get(key))

@@ -6,10 +6,9 @@
 
 use super::{Decision, Denial};
 use crate::config::{Config, OrphanDelete};
-use crate::mutation::field::{At, Field};
+use crate::json::Value;
 use crate::mutation::request::{Operation, Request};
 use crate::mutation::scope::settings::STATUS;
-use serde_json::Value;
 
 pub const MESSAGE: &str =
     "this Job's pods keep running and their cleanup waits until they are deleted; use propagationPolicy=Background";
@@ -26,7 +25,7 @@ pub fn check(request: &Request, config: &Config) -> Decision {
     let injected = request
         .old_object
         .as_ref()
-        .and_then(|job| job.at("/spec/template/metadata/annotations"))
+        .and_then(|job| job.pointer("/spec/template/metadata/annotations"))
         .and_then(|annotations| annotations.get(STATUS))
         .is_some();
     if !injected || !orphans_pods(request.options.as_ref()) {
@@ -48,10 +47,10 @@ pub fn check(request: &Request, config: &Config) -> Decision {
 /// Whether DeleteOptions leave a Job's pods behind (batch/v1's default is to orphan them).
 fn orphans_pods(options: Option<&Value>) -> bool {
     let policy = options
-        .and_then(|o| o.field("propagationPolicy"))
+        .and_then(|o| o.get("propagationPolicy"))
         .and_then(Value::as_str);
     let orphan_dependents = options
-        .and_then(|o| o.field("orphanDependents"))
+        .and_then(|o| o.get("orphanDependents"))
         .and_then(Value::as_bool);
     orphan_dependents == Some(true)
         || policy == Some("Orphan")
@@ -61,7 +60,7 @@ fn orphans_pods(options: Option<&Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     #[test]
     fn message_fits_a_warning() {

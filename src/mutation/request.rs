@@ -1,8 +1,8 @@
 //! The parts of an AdmissionRequest the core reads: its input type, owned here so that the
 //! wire adapter (`crate::admission`) depends on the core and never the other way round.
 
+use crate::json::Value;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The parts of an AdmissionRequest we read. Everything else in the review is ignored.
 #[derive(Debug, Clone, Default, Deserialize)]

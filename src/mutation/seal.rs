@@ -22,12 +22,11 @@
 //! `v1:<base64 of the tag>`. Pure: the keys come in with the config.
 
 use crate::config::Config;
-use crate::mutation::field::{At, Field};
+use crate::json::Value;
 use crate::mutation::hook::{sidecar_identified_targets, Action, Hook, Target, PROGRAM};
 use crate::mutation::targets::{container_mounts, env_refs, mount_of, volume};
 use crate::seal_keys::SealKeys;
 use base64::Engine as _;
-use serde_json::Value;
 
 pub use crate::mutation::scope::settings::{REAP, SEAL};
 
@@ -64,7 +63,7 @@ pub struct Cleaner<'a> {
 impl Cleaner<'_> {
     pub fn name(&self) -> &str {
         self.container
-            .field("name")
+            .get("name")
             .and_then(Value::as_str)
             .unwrap_or("")
     }
@@ -74,7 +73,7 @@ impl Cleaner<'_> {
 /// cleanup hook (not a custom script), then our sidecar, in spec order.
 pub fn cleanup_containers(spec: &Value) -> Vec<Cleaner<'_>> {
     let list = |field: &str| {
-        spec.field(field)
+        spec.get(field)
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default()
@@ -88,7 +87,7 @@ pub fn cleanup_containers(spec: &Value) -> Vec<Cleaner<'_>> {
     };
     let mut found = Vec::new();
     for container in list("containers") {
-        let Some(command) = argv(container.at("/lifecycle/preStop/exec/command")) else {
+        let Some(command) = argv(container.pointer("/lifecycle/preStop/exec/command")) else {
             continue;
         };
         if let Some(Hook {
@@ -106,7 +105,7 @@ pub fn cleanup_containers(spec: &Value) -> Vec<Cleaner<'_>> {
         }
     }
     for container in list("initContainers") {
-        let Some(command) = argv(container.field("command")) else {
+        let Some(command) = argv(container.get("command")) else {
             continue;
         };
         if let Some(targets) = sidecar_identified_targets(&command) {
@@ -201,10 +200,10 @@ pub fn verify(
 /// key, when it runs our cleanup; `None` (no seal) otherwise.
 pub fn wanted(template: &Value, namespace: Option<&str>, config: &Config) -> Option<String> {
     let reap = template
-        .at("/metadata/annotations")
-        .and_then(|a| a.field(REAP))
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(REAP))
         .and_then(Value::as_str);
-    seal_with(&config.seal, namespace?, template.field("spec")?, reap)
+    seal_with(&config.seal, namespace?, template.get("spec")?, reap)
 }
 
 /// The sealed message; `None` when no container runs our cleanup and nothing is left to
@@ -223,7 +222,7 @@ fn message(namespace: &str, spec: &Value, reap: Option<&str>) -> Option<Vec<u8>>
             Place::Sidecar => "initContainers",
             Place::Reaper => "reap",
         });
-        out.json_text(cleaner.container.field("name"));
+        out.json_text(cleaner.container.get("name"));
         out.count(cleaner.argv.len());
         for arg in &cleaner.argv {
             out.text(arg);
@@ -275,9 +274,9 @@ fn target_fields(out: &mut Encoder, spec: &Value, cleaner: &Cleaner) {
 
 fn mount_fields(out: &mut Encoder, raw: &Value) {
     for key in ["name", "mountPath", "subPath", "subPathExpr"] {
-        out.json_text(raw.field(key));
+        out.json_text(raw.get(key));
     }
-    match raw.field("readOnly") {
+    match raw.get("readOnly") {
         None | Some(Value::Null) | Some(Value::Bool(false)) => out.text("false"),
         Some(Value::Bool(true)) => out.text("true"),
         Some(other) => out.other(other),
@@ -289,12 +288,12 @@ fn mount_fields(out: &mut Encoder, raw: &Value) {
 /// API server, and only `v1` exists).
 fn env_fields(out: &mut Encoder, container: &Value, raw: &Value) {
     let names = raw
-        .field("subPathExpr")
+        .get("subPathExpr")
         .and_then(Value::as_str)
         .map(env_refs::references)
         .unwrap_or_default();
     let env = container
-        .field("env")
+        .get("env")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
@@ -303,13 +302,13 @@ fn env_fields(out: &mut Encoder, container: &Value, raw: &Value) {
         out.text(name);
         let entries: Vec<&Value> = env
             .iter()
-            .filter(|e| e.field("name").and_then(Value::as_str) == Some(name))
+            .filter(|e| e.get("name").and_then(Value::as_str) == Some(name))
             .collect();
         out.count(entries.len());
         for entry in entries {
             match (
-                entry.field("value"),
-                entry.at("/valueFrom/fieldRef/fieldPath"),
+                entry.get("value"),
+                entry.pointer("/valueFrom/fieldRef/fieldPath"),
             ) {
                 (Some(value), _) if !value.is_null() => {
                     out.text("value");
@@ -331,12 +330,12 @@ fn volume_fields(out: &mut Encoder, volume: Option<&Value>) {
         out.text("no volume");
         return;
     };
-    match volume.field("hostPath").filter(|h| !h.is_null()) {
+    match volume.get("hostPath").filter(|h| !h.is_null()) {
         Some(host_path) => {
             out.text("hostPath");
-            out.json_text(volume.field("name"));
-            out.json_text(host_path.field("path"));
-            out.json_text(host_path.field("type"));
+            out.json_text(volume.get("name"));
+            out.json_text(host_path.get("path"));
+            out.json_text(host_path.get("type"));
         }
         None => out.text("not hostPath"),
     }

@@ -80,7 +80,7 @@ impl Others {
         let known: Vec<KnownPod> = known
             .iter()
             .filter_map(|pod| {
-                let value = serde_json::to_value(pod.as_ref()).ok()?;
+                let value = crate::json::to_value(pod.as_ref()).ok()?;
                 pod_facts_with(&value, &self.config, false)
             })
             .map(|facts| KnownPod::of(&facts))

@@ -23,6 +23,7 @@ use super::expand;
 use super::user::RecordedUser;
 use super::views;
 use crate::config::Config;
+use crate::json::Value;
 use crate::mutation::hook::Target;
 use crate::mutation::scope::record::{self, Recorded};
 use crate::mutation::scope::settings::{Annotations, REAP, SEAL, STATUS};
@@ -31,7 +32,6 @@ use crate::mutation::targets::{
     check_target, container_mounts, mount_host_path_with, mount_of, pod_views_resolving, HostPath,
     PathRefusal, SubPath,
 };
-use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 
 /// The reaper's view of one pod.
@@ -108,7 +108,7 @@ pub fn pod_facts_with(
         ended: pod
             .get("status")
             .and_then(|status| {
-                <k8s_openapi::api::core::v1::PodStatus as serde::Deserialize>::deserialize(status)
+                crate::json::from_value::<k8s_openapi::api::core::v1::PodStatus>(status.clone())
                     .ok()
             })
             .is_some_and(|status| crate::node::ended::status_has_ended(&status)),

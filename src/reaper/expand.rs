@@ -9,8 +9,8 @@
 //! name, a malformed reference) is `None`: the directory stays unknown, and an unknown
 //! directory is never emptied and counts as "in use" for every directory it might be.
 
+use crate::json::Value;
 use crate::mutation::targets::normalize;
-use serde_json::Value;
 
 /// The expanded, normalized sub path without leading `/` (`""` for the volume's own
 /// directory), or `None` when it cannot be known for certain.
@@ -88,14 +88,14 @@ fn variable(name: &str, container: &Value, pod: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::sub_path_expr;
-    use serde_json::json;
+    use crate::json::json;
 
-    fn pod() -> serde_json::Value {
+    fn pod() -> crate::json::Value {
         json!({"metadata": {"name": "job-x7k2p", "namespace": "batch", "uid": "1-2"},
                "spec": {"nodeName": "node-a"}})
     }
 
-    fn container(env: serde_json::Value) -> serde_json::Value {
+    fn container(env: crate::json::Value) -> crate::json::Value {
         json!({"name": "app", "env": env})
     }
 

@@ -368,7 +368,7 @@ pub(super) fn facts_of(
             return None;
         }
     }
-    let value = serde_json::to_value(pod).ok()?;
+    let value = crate::json::to_value(pod).ok()?;
     pod_facts_with(&value, config, read_only_views_keep)
 }
 

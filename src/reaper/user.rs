@@ -13,8 +13,8 @@
 //!   cannot see), and with `hostUsers: false` (a user namespace maps the pod's ids to
 //!   others on the node): nothing is emptied.
 
+use crate::json::Value;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// The identity a walk runs as.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -183,7 +183,7 @@ fn id(value: &Value) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     fn user(uid: u32, gid: u32, groups: &[u32]) -> RecordedUser {
         RecordedUser::Known(PodUser {
@@ -309,12 +309,13 @@ mod tests {
         let known = user(1000, 1000, &[5]);
         assert_eq!(
             serde_json::to_value(&known).unwrap(),
-            json!({"known": {"uid": 1000, "gid": 1000, "groups": [5]}})
+            serde_json::json!({"known": {"uid": 1000, "gid": 1000, "groups": [5]}})
         );
-        let back: RecordedUser = serde_json::from_value(json!({"unknown": "why"})).unwrap();
+        let back: RecordedUser =
+            serde_json::from_value(serde_json::json!({"unknown": "why"})).unwrap();
         assert_eq!(back, RecordedUser::Unknown("why".into()));
         assert!(serde_json::from_value::<RecordedUser>(
-            json!({"known": {"uid": 1, "gid": 1, "caps": []}})
+            serde_json::json!({"known": {"uid": 1, "gid": 1, "caps": []}})
         )
         .is_err());
     }

@@ -3,8 +3,8 @@
 //! read-only whole-node views are not uses (docs/REAPER.md#when).
 
 use crate::config::Config;
+use crate::json::Value;
 use crate::mutation::targets::{HostPath, View};
-use serde_json::Value;
 use std::collections::HashSet;
 
 /// What the pod's containers can reach: each mount as it shows the volume (its

@@ -149,9 +149,9 @@ pub fn injected_in(namespace: &str, object: Value) -> Value {
     let decision = decide(&request, Endpoint::Mutate, &config());
     let mut patched = object;
     if let Some(patch) = &decision.patch {
-        json_patch::patch(&mut patched, patch).unwrap();
+        json_patch::patch(&mut patched, &patch.to_json_patch()).unwrap();
     }
-    request.object = Some(patched.clone());
+    request.object = Some(patched.clone().into());
     assert_eq!(decide(&request, Endpoint::Mutate, &config()).patch, None);
     patched
 }

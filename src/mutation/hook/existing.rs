@@ -1,8 +1,7 @@
 //! What a container's `lifecycle.preStop` holds before we touch it.
 
-use crate::mutation::field::Field;
+use crate::json::Value;
 use crate::mutation::hook::{Before, Hook};
-use serde_json::Value;
 
 /// The preStop handler a container already has.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,24 +20,21 @@ pub enum Existing {
 
 impl Existing {
     pub fn of(container: &Value) -> Existing {
-        let Some(pre_stop) = container
-            .field("lifecycle")
-            .and_then(|l| l.field("preStop"))
-        else {
+        let Some(pre_stop) = container.get("lifecycle").and_then(|l| l.get("preStop")) else {
             return Existing::None;
         };
         let Some(handler) = pre_stop.as_object() else {
             return Existing::Other("malformed".to_owned());
         };
-        if let Some(exec) = handler.field("exec") {
-            let argv: Option<Vec<String>> = exec
-                .field("command")
-                .and_then(Value::as_array)
-                .and_then(|argv| {
-                    argv.iter()
-                        .map(|arg| arg.as_str().map(str::to_owned))
-                        .collect()
-                });
+        if let Some(exec) = handler.get("exec") {
+            let argv: Option<Vec<String>> =
+                exec.get("command")
+                    .and_then(Value::as_array)
+                    .and_then(|argv| {
+                        argv.iter()
+                            .map(|arg| arg.as_str().map(str::to_owned))
+                            .collect()
+                    });
             return match argv {
                 Some(argv) => match Hook::from_argv(&argv) {
                     Some(hook) => Existing::Ours(hook),
@@ -47,8 +43,8 @@ impl Existing {
                 None => Existing::Other("malformed exec".to_owned()),
             };
         }
-        if let Some(sleep) = handler.field("sleep") {
-            return match sleep.field("seconds").and_then(Value::as_u64) {
+        if let Some(sleep) = handler.get("sleep") {
+            return match sleep.get("seconds").and_then(Value::as_u64) {
                 Some(seconds) => Existing::Sleep(seconds),
                 None => Existing::Other("malformed sleep".to_owned()),
             };

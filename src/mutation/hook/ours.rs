@@ -3,9 +3,8 @@
 //! so `targets` (which skips our sidecar's copied mounts), `inject` and the patch agree.
 
 use super::{sidecar_targets, IMAGE_PROGRAM, PROGRAM_DIR};
-use crate::mutation::field::Field;
+use crate::json::Value;
 use prestop_clean::argv::INSTALL;
-use serde_json::Value;
 
 /// The command of the installer: copy the program from the image into the volume.
 pub fn installer_argv() -> [&'static str; 3] {
@@ -15,7 +14,7 @@ pub fn installer_argv() -> [&'static str; 3] {
 /// Whether an init container is the installer we generated.
 pub(in crate::mutation) fn is_installer(container: &Value) -> bool {
     container
-        .field("command")
+        .get("command")
         .and_then(Value::as_array)
         .is_some_and(|argv| {
             argv.iter()
@@ -27,7 +26,7 @@ pub(in crate::mutation) fn is_installer(container: &Value) -> bool {
 /// Whether a container is the sidecar we generated.
 pub(in crate::mutation) fn is_our_sidecar(container: &Value) -> bool {
     container
-        .field("command")
+        .get("command")
         .and_then(Value::as_array)
         .and_then(|argv| {
             argv.iter()

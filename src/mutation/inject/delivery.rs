@@ -16,7 +16,8 @@
 //!   installer (or the sidecar) among the user's init containers is one `add`/`remove`
 //!   at its index, not a rewrite of every init container after it (`init_diff`).
 
-use crate::mutation::field::Field;
+use crate::json::patch::PatchOperation;
+use crate::json::{json, Map, Value};
 use crate::mutation::hook::ours::{installer_argv, is_installer};
 use crate::mutation::hook::PROGRAM_DIR;
 use crate::mutation::inject::named::{
@@ -24,8 +25,6 @@ use crate::mutation::inject::named::{
     update_our_mounts,
 };
 use crate::mutation::inject::others::with_others;
-use json_patch::PatchOperation;
-use serde_json::{json, Map, Value};
 
 /// Name of the installer init container (a suffix `-2`, `-3`, … when a container has it).
 pub const INSTALLER_NAME: &str = "prestop-install";
@@ -53,7 +52,7 @@ impl Delivery {
         let volume = ours.and_then(|installer| {
             list(installer, "volumeMounts")
                 .iter()
-                .find(|m| m.field("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR))
+                .find(|m| m.get("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR))
                 .and_then(name_of)
                 .map(str::to_owned)
         });
@@ -67,7 +66,7 @@ impl Delivery {
 
     fn is_our_mount(&self, mount: &Value) -> bool {
         name_of(mount) == Some(self.volume.as_str())
-            && mount.field("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR)
+            && mount.get("mountPath").and_then(Value::as_str) == Some(PROGRAM_DIR)
     }
 
     /// The container's own mount at, above or below [`PROGRAM_DIR`], which would hide
@@ -76,7 +75,7 @@ impl Delivery {
         list(container, "volumeMounts")
             .iter()
             .filter(|mount| !self.is_our_mount(mount))
-            .filter_map(|mount| mount.field("mountPath").and_then(Value::as_str))
+            .filter_map(|mount| mount.get("mountPath").and_then(Value::as_str))
             .find(|path| overlaps(path, PROGRAM_DIR))
     }
 
@@ -131,7 +130,7 @@ impl Delivery {
             (None, Some(index)) => remove_at(spec_map, "initContainers", index),
             (Some(image), Some(index)) => {
                 if let Some(existing) = spec_map
-                    .field_mut("initContainers")
+                    .get_mut("initContainers")
                     .and_then(|list| list.get_mut(index))
                     .and_then(Value::as_object_mut)
                 {
@@ -187,7 +186,7 @@ fn mounts_with_others(existing: Option<&Value>, wanted: &Map<String, Value>) -> 
     let hides = |mount: &Value| {
         !ours.contains(mount)
             && mount
-                .field("mountPath")
+                .get("mountPath")
                 .and_then(Value::as_str)
                 .is_none_or(|path| overlaps(path, PROGRAM_DIR))
     };
@@ -203,7 +202,7 @@ fn mounts_with_others(existing: Option<&Value>, wanted: &Map<String, Value>) -> 
         _ => existing,
     };
     with_others(existing, ours, |mount| {
-        let path = mount.field("mountPath").and_then(Value::as_str)?;
+        let path = mount.get("mountPath").and_then(Value::as_str)?;
         crate::mutation::targets::normalize(path).map(Value::String)
     })
     .unwrap_or_else(|| Value::Array(ours.to_vec()))
@@ -273,8 +272,9 @@ mod tests {
                 "/spec/volumes"
             ]
         );
-        let mut patched = original.clone();
-        json_patch::patch(&mut patched, &json_patch::Patch(patch)).unwrap();
+        let patched = crate::json::patch::Patch(patch)
+            .apply_to(&original)
+            .unwrap();
         assert_eq!(patched, mutated);
 
         // And back out: one remove, the user's init containers untouched.
@@ -285,8 +285,7 @@ mod tests {
         assert!(
             matches!(&patch[0], PatchOperation::Remove(op) if op.path == "/spec/initContainers/0")
         );
-        let mut patched = mutated.clone();
-        json_patch::patch(&mut patched, &json_patch::Patch(patch)).unwrap();
+        let patched = crate::json::patch::Patch(patch).apply_to(&mutated).unwrap();
         assert_eq!(patched, original);
     }
 }

@@ -7,11 +7,9 @@
 //! found first and become one `add` or `remove` at an index each; the rest is diffed as
 //! usual and touches only the fields that changed.
 
-use crate::mutation::field::At;
+use crate::json::patch::{AddOperation, PatchOperation, RemoveOperation};
+use crate::json::Value;
 use crate::mutation::hook::ours::{is_installer, is_our_sidecar};
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, RemoveOperation};
-use serde_json::Value;
 
 /// An init container in a list: one of ours, or the n-th of the user's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +45,7 @@ fn entries(list: &[Value]) -> Vec<Entry> {
 pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOperation> {
     fn list(template: &Value) -> Option<&Vec<Value>> {
         template
-            .at("/spec/initContainers")
+            .pointer("/spec/initContainers")
             .and_then(Value::as_array)
     }
     let (Some(before), Some(after)) = (list(original), list(&*mutated)) else {
@@ -87,7 +85,7 @@ pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOpe
     let mut shifted = original.clone();
     let mut operations = Vec::new();
     let Some(working) = shifted
-        .at_mut("/spec/initContainers")
+        .pointer_mut("/spec/initContainers")
         .and_then(Value::as_array_mut)
     else {
         return crate::json_diff::diff_at(prefix, original, mutated);
@@ -113,16 +111,16 @@ pub fn diff(prefix: &str, original: &Value, mutated: &mut Value) -> Vec<PatchOpe
     operations
 }
 
-fn init_container_path(prefix: &str, index: usize) -> PointerBuf {
-    PointerBuf::parse(format!("{prefix}/spec/initContainers/{index}"))
-        .expect("a template's pointer and two plain tokens form a valid pointer")
+/// A template's pointer and two plain tokens: a valid pointer.
+fn init_container_path(prefix: &str, index: usize) -> String {
+    format!("{prefix}/spec/initContainers/{index}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::json;
     use crate::mutation::hook::ours::installer_argv;
-    use serde_json::json;
 
     fn installer() -> Value {
         json!({"name": "prestop-install", "command": installer_argv()})
@@ -161,8 +159,9 @@ mod tests {
             for to in &lists {
                 let (original, mutated) = (template(from.clone()), template(to.clone()));
                 let patch = diff("", &original, &mut mutated.clone());
-                let mut patched = original.clone();
-                json_patch::patch(&mut patched, &json_patch::Patch(patch.clone())).unwrap();
+                let patched = crate::json::patch::Patch(patch.clone())
+                    .apply_to(&original)
+                    .unwrap();
                 assert_eq!(patched, mutated, "{from:?} -> {to:?}");
                 for operation in &patch {
                     assert!(

@@ -6,16 +6,15 @@
 //! pass over their own result changes nothing, and a key the API server added to one of
 //! our entries after our patch (`imagePullPolicy`, a mount's `mountPropagation`) stays.
 
-use crate::mutation::field::Field;
-use serde_json::{Map, Value};
+use crate::json::{Map, Value};
 
 pub(super) fn name_of(value: &Value) -> Option<&str> {
-    value.field("name").and_then(Value::as_str)
+    value.get("name").and_then(Value::as_str)
 }
 
 /// The entries of the list `spec[key]`; none when absent or not a list.
 pub(super) fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
-    spec.field(key)
+    spec.get(key)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default()
@@ -66,7 +65,7 @@ pub(super) fn update_our_mounts(
     needs: &[bool],
     is_ours: &dyn Fn(&Value) -> bool,
 ) {
-    let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) else {
+    let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) else {
         return;
     };
     for (index, container) in containers.iter_mut().enumerate() {
@@ -98,7 +97,7 @@ pub(super) fn update_named(
         return;
     };
     let position = owner
-        .field(key)
+        .get(key)
         .and_then(Value::as_array)
         .and_then(|items| items.iter().position(|item| name_of(item) == Some(name)));
     match (wanted, position) {
@@ -124,7 +123,7 @@ pub(super) fn update_named(
 /// Removes `owner[key][index]`, and the array when that leaves it empty.
 pub(super) fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize) {
     let now_empty = owner
-        .field_mut(key)
+        .get_mut(key)
         .and_then(Value::as_array_mut)
         .is_some_and(|items| {
             items.remove(index);
@@ -138,7 +137,7 @@ pub(super) fn remove_at(owner: &mut Map<String, Value>, key: &str, index: usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     #[test]
     fn an_entry_is_merged_key_by_key_added_and_taken_out_with_its_empty_list() {
@@ -184,7 +183,7 @@ mod tests {
             {"name": "b", "volumeMounts": [{"name": "v", "mountPath": "/theirs"}]},
             {"name": "c", "volumeMounts": [ours.clone()]},
         ]});
-        let is_ours = |m: &Value| m.field("mountPath").and_then(Value::as_str) == Some("/ours");
+        let is_ours = |m: &Value| m.get("mountPath").and_then(Value::as_str) == Some("/ours");
         update_our_mounts(&mut spec, "v", &ours, &[true, true, false], &is_ours);
         assert_eq!(
             spec,

@@ -28,10 +28,9 @@
 use super::delivery::overlaps;
 use super::named::{free_name, list, name_of, update_named, update_our_mounts};
 use crate::config::Config;
-use crate::mutation::field::{At, Field};
+use crate::json::{json, Value};
 use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::hook::{sidecar_targets, Hook, IMAGE_PROGRAM, PROGRAM};
-use serde_json::{json, Value};
 
 /// Where the agent's socket directory is mounted in a container: beside the program's
 /// [`crate::mutation::hook::PROGRAM_DIR`], not inside it (that one is an `emptyDir`).
@@ -65,13 +64,13 @@ impl NodeAgent {
                     .filter(|c| is_our_sidecar(c) && asks_agent(program_argv(c, "/command"))),
             )
             .flat_map(|c| list(c, "volumeMounts"))
-            .filter(|m| m.field("mountPath").and_then(Value::as_str) == Some(MOUNT_PATH))
+            .filter(|m| m.get("mountPath").and_then(Value::as_str) == Some(MOUNT_PATH))
             .filter_map(name_of)
             .find(|name| {
                 volumes
                     .iter()
                     .filter(|v| name_of(v) == Some(name))
-                    .all(|v| v.field("hostPath").is_some())
+                    .all(|v| v.get("hostPath").is_some())
             })
             .map(str::to_owned);
         let volume = ours.unwrap_or_else(|| {
@@ -86,7 +85,7 @@ impl NodeAgent {
 
     fn is_our_mount(&self, mount: &Value) -> bool {
         name_of(mount) == Some(self.volume.as_str())
-            && mount.field("mountPath").and_then(Value::as_str) == Some(MOUNT_PATH)
+            && mount.get("mountPath").and_then(Value::as_str) == Some(MOUNT_PATH)
     }
 
     /// Our read-only mount of the agent's directory.
@@ -101,7 +100,7 @@ impl NodeAgent {
         self.host_directory.as_ref()?;
         let in_the_way = mounts.iter().filter(|m| !self.is_our_mount(m)).any(|m| {
             name_of(m) == Some(self.volume.as_str())
-                || m.field("mountPath")
+                || m.get("mountPath")
                     .and_then(Value::as_str)
                     .is_some_and(|path| overlaps(path, MOUNT_PATH))
         });
@@ -131,7 +130,7 @@ impl NodeAgent {
 /// The argv at `pointer` of a container, when it is all strings.
 fn program_argv(container: &Value, pointer: &str) -> Option<Vec<String>> {
     container
-        .at(pointer)
+        .pointer(pointer)
         .and_then(Value::as_array)
         .and_then(|argv| argv.iter().map(|a| a.as_str().map(str::to_owned)).collect())
 }

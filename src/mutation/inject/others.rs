@@ -3,7 +3,7 @@
 //! `JOB_COMPLETION_INDEX` — shared by the sidecar and the installer, so that a Pod made
 //! from a template we injected keeps what they added and needs no patch.
 
-use serde_json::Value;
+use crate::json::Value;
 
 /// A list of ours (`env`, `volumeMounts`) after others may have added to it: kept as it
 /// is when all our entries are there in order and no other entry has the key of one of

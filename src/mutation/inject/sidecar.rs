@@ -12,7 +12,7 @@
 //! name no container of the pod has. It is recognised by its command, never its name.
 
 use crate::config::{CleanerMode, Config};
-use crate::mutation::field::Field;
+use crate::json::{json, Map, Value};
 use crate::mutation::hook;
 use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::inject::named::free_container_name;
@@ -22,7 +22,6 @@ pub use crate::mutation::inject::sidecar_plan::SidecarPlan;
 use crate::mutation::inject::sidecar_plan::{check_merged, copy_of};
 use crate::mutation::scope::restarts;
 use crate::mutation::targets;
-use serde_json::{json, Map, Value};
 
 /// The sidecar's name, unless a container of the pod already has it: then
 /// `prestop-cleanup-2`, `-3`, … (see `named::free_container_name`).
@@ -134,7 +133,7 @@ const OWNED_KEYS: &[&str] = &[
 /// admission plugins put them there (the ServiceAccount token, say) and they stay.
 pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
     let Some(ours) = spec
-        .field("initContainers")
+        .get("initContainers")
         .and_then(Value::as_array)
         .and_then(|list| list.iter().find(|c| is_our_sidecar(c)))
     else {
@@ -142,11 +141,11 @@ pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
     };
     let copies: Vec<Value> = crate::mutation::containers::app_containers(spec)
         .iter()
-        .filter_map(|c| c.field("volumeMounts").and_then(Value::as_array))
+        .filter_map(|c| c.get("volumeMounts").and_then(Value::as_array))
         .flatten()
         .map(copy_of)
         .collect();
-    ours.field("volumeMounts")
+    ours.get("volumeMounts")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -157,7 +156,7 @@ pub fn foreign_mounts(spec: &Value) -> Vec<Value> {
 
 /// Whether a mount of our sidecar is the node agent's, which is ours to add or remove.
 fn is_node_agent_mount(mount: &Value) -> bool {
-    mount.field("mountPath").and_then(Value::as_str) == Some(node_agent::MOUNT_PATH)
+    mount.get("mountPath").and_then(Value::as_str) == Some(node_agent::MOUNT_PATH)
 }
 
 /// Adds, updates or removes our sidecar so that it matches `plan`; returns its name.
@@ -176,7 +175,7 @@ pub fn apply(
     warnings: &mut Vec<String>,
 ) -> Option<String> {
     let position = spec
-        .field("initContainers")
+        .get("initContainers")
         .and_then(Value::as_array)
         .and_then(|list| list.iter().position(is_our_sidecar));
     let Some(plan) = plan else {
@@ -201,43 +200,41 @@ pub fn apply(
     };
     let index = keep_in_place(spec, index)?;
     let name = spec["initContainers"][index]
-        .field("name")
+        .get("name")
         .and_then(Value::as_str)?
         .to_owned();
     let mut wanted = plan.container(spec, config, &name);
     let existing = spec["initContainers"][index].as_object_mut()?;
     for key in OWNED_KEYS {
         let value = match *key {
-            "env" => with_others(existing.field("env"), &plan.env, |e| {
-                e.field("name").cloned()
-            }),
+            "env" => with_others(existing.get("env"), &plan.env, |e| e.get("name").cloned()),
             "volumeMounts" => {
                 // A node agent mount of an earlier pass that is no longer wanted goes.
                 let own = plan.own_mounts();
-                let kept: Option<Value> = existing.get(*key).and_then(Value::as_array).map(|all| {
+                let kept: Option<Value> = existing.get(key).and_then(Value::as_array).map(|all| {
                     all.iter()
                         .filter(|m| !is_node_agent_mount(m) || own.contains(m))
                         .cloned()
                         .collect()
                 });
-                with_others(kept.as_ref().or(existing.get(*key)), &own, |m| {
-                    let path = m.field("mountPath").and_then(Value::as_str)?;
+                with_others(kept.as_ref().or(existing.get(key)), &own, |m| {
+                    let path = m.get("mountPath").and_then(Value::as_str)?;
                     targets::normalize(path).map(Value::String)
                 })
             }
-            _ => wanted.remove(*key),
+            _ => wanted.remove(key),
         };
         match value {
-            Some(value) if existing.get(*key) != Some(&value) => {
+            Some(value) if existing.get(key) != Some(&value) => {
                 existing.insert((*key).to_owned(), value);
             }
             Some(_) => {}
             None => {
-                existing.remove(*key);
+                existing.remove(key);
             }
         }
     }
-    let mounts = existing.field("volumeMounts").and_then(Value::as_array);
+    let mounts = existing.get("volumeMounts").and_then(Value::as_array);
     if let Err(problem) = check_merged(mounts.map_or(&[], Vec::as_slice), &plan.targets) {
         warnings.push(format!("cleanup sidecar removed: {problem}"));
         remove(spec, index);
@@ -253,7 +250,7 @@ pub fn apply(
 fn place(list: &[Value]) -> usize {
     list.iter()
         .position(|c| {
-            !is_our_sidecar(c) && c.field("restartPolicy").and_then(Value::as_str) == Some("Always")
+            !is_our_sidecar(c) && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
         })
         .unwrap_or(list.len())
 }
@@ -261,7 +258,7 @@ fn place(list: &[Value]) -> usize {
 /// Moves our sidecar at `index` to its [`place`] when a user sidecar came before it (say
 /// an UPDATE added one); returns where it now is.
 fn keep_in_place(spec: &mut Value, index: usize) -> Option<usize> {
-    let list = spec.field_mut("initContainers")?.as_array_mut()?;
+    let list = spec.get_mut("initContainers")?.as_array_mut()?;
     let ours = list.remove(index);
     let wanted = place(list);
     list.insert(wanted, ours);
@@ -269,10 +266,7 @@ fn keep_in_place(spec: &mut Value, index: usize) -> Option<usize> {
 }
 
 fn remove(spec: &mut Value, index: usize) {
-    if let Some(list) = spec
-        .field_mut("initContainers")
-        .and_then(Value::as_array_mut)
-    {
+    if let Some(list) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
         list.remove(index);
         if list.is_empty() {
             spec.as_object_mut().map(|s| s.remove("initContainers"));

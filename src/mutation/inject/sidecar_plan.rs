@@ -13,10 +13,9 @@
 //! Refusing the later container (first come, first served) is safe either way round:
 //! each container's own exec hook sees only that container's mounts, which passed.
 
-use crate::mutation::field::{At, Field};
+use crate::json::{Map, Value};
 use crate::mutation::targets::env_refs;
 use crate::mutation::targets::{self, is_at_or_below};
-use serde_json::{Map, Value};
 
 /// What the sidecar must clean and mount, gathered from the containers it serves.
 #[derive(Debug, Default)]
@@ -79,8 +78,8 @@ impl SidecarPlan {
         check_merged(&[&mounts[..], &self.foreign[..]].concat(), &all_targets)?;
         let mut env = self.env.clone();
         for entry in share.env {
-            let name = entry.field("name");
-            match env.iter().find(|known| known.field("name") == name) {
+            let name = entry.get("name");
+            match env.iter().find(|known| known.get("name") == name) {
                 Some(known) if known != &entry => {
                     return Err(format!(
                         "its env var {} differs from the one the sidecar already copies",
@@ -106,7 +105,7 @@ impl SidecarPlan {
 
 fn name_of(container: &Value) -> &str {
     container
-        .field("name")
+        .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
@@ -134,12 +133,12 @@ fn share_of(
     for path in paths {
         let mount =
             targets::mount_of(&mounts, path).ok_or_else(|| format!("{path} is on no mount"))?;
-        if mount.raw.field("mountPropagation").and_then(Value::as_str) == Some("Bidirectional") {
+        if mount.raw.get("mountPropagation").and_then(Value::as_str) == Some("Bidirectional") {
             // Only a privileged container may have it, and the sidecar never is one.
             return Err(format!("{} uses Bidirectional propagation", mount.path));
         }
         let copy = copy_of(mount.raw);
-        if let Some(expression) = mount.raw.field("subPathExpr").and_then(Value::as_str) {
+        if let Some(expression) = mount.raw.get("subPathExpr").and_then(Value::as_str) {
             referenced.extend(env_refs::references(expression));
         }
         if !copies.contains(&copy) {
@@ -174,7 +173,7 @@ fn numeric_user(
 ) -> Result<(u64, Option<u64>), String> {
     let field = |key: &str| {
         container
-            .at(&format!("/securityContext/{key}"))
+            .pointer(&format!("/securityContext/{key}"))
             .or_else(|| pod_security.and_then(|s| s.get(key)))
             .filter(|v| !v.is_null())
     };
@@ -195,7 +194,7 @@ fn numeric_user(
 /// `envFrom`, maybe nowhere — cannot be copied faithfully: refuse.
 fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, String> {
     let env: &[Value] = container
-        .field("env")
+        .get("env")
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice);
     let mut needed: Vec<String> = Vec::new();
@@ -205,7 +204,7 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
         }
         let definitions: Vec<&Value> = env
             .iter()
-            .filter(|e| e.field("name").and_then(Value::as_str) == Some(name.as_str()))
+            .filter(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
             .collect();
         if definitions.is_empty() {
             return Err(format!(
@@ -215,13 +214,13 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
         for definition in definitions {
             // Without containerName a resourceFieldRef reads the *sidecar's* resources:
             // the copy would name another directory.
-            let resource = definition.at("/valueFrom/resourceFieldRef");
-            if resource.is_some_and(|r| r.field("containerName").is_none()) {
+            let resource = definition.pointer("/valueFrom/resourceFieldRef");
+            if resource.is_some_and(|r| r.get("containerName").is_none()) {
                 return Err(format!(
                     "its env var {name} reads its own resources, which the sidecar does not share"
                 ));
             }
-            if let Some(value) = definition.field("value").and_then(Value::as_str) {
+            if let Some(value) = definition.get("value").and_then(Value::as_str) {
                 names.extend(env_refs::references(value));
             }
         }
@@ -230,7 +229,7 @@ fn env_closure(container: &Value, mut names: Vec<String>) -> Result<Vec<Value>, 
     Ok(env
         .iter()
         .filter(|e| {
-            e.field("name")
+            e.get("name")
                 .and_then(Value::as_str)
                 .is_some_and(|n| needed.iter().any(|x| x == n))
         })
@@ -244,7 +243,7 @@ pub(super) fn check_merged(mounts: &[Value], targets: &[String]) -> Result<(), S
     let paths: Vec<String> = mounts
         .iter()
         .map(|m| {
-            m.field("mountPath")
+            m.get("mountPath")
                 .and_then(Value::as_str)
                 .and_then(targets::normalize)
                 .ok_or_else(|| "a mountPath cannot be normalized".to_owned())
@@ -278,7 +277,7 @@ pub(super) fn check_merged(mounts: &[Value], targets: &[String]) -> Result<(), S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     fn container(name: &str, mounts: Value) -> Value {
         json!({"name": name, "securityContext": {"runAsUser": 1000}, "volumeMounts": mounts})

@@ -12,8 +12,8 @@ mod plan;
 mod warnings;
 
 use crate::config::{CleanerMode, Config, Mode};
+use crate::json::{json, Map, Value};
 use crate::mutation::containers::app_containers;
-use crate::mutation::field::{At, Field};
 use crate::mutation::hook::existing::Existing;
 use crate::mutation::hook::{Action, Before, Hook, Target};
 use crate::mutation::inject::delivery::Delivery;
@@ -31,7 +31,6 @@ use crate::mutation::{
 };
 use left::{left_to_the_reaper, CleanedInPod};
 use plan::{admit, name_of, plan};
-use serde_json::{json, Map, Value};
 
 /// What happens to one app container.
 #[derive(Debug)]
@@ -61,7 +60,7 @@ pub fn mutate(
     config: &Config,
 ) -> Result<Vec<String>, BadAnnotation> {
     let mut warnings = Vec::new();
-    let Some(spec) = template.field_mut("spec").filter(|spec| spec.is_object()) else {
+    let Some(spec) = template.get_mut("spec").filter(|spec| spec.is_object()) else {
         return Ok(warnings);
     };
     if settings.fix_shell {
@@ -73,7 +72,7 @@ pub fn mutate(
             .unzip();
 
     let mut sidecar = SidecarPlan::around(sidecar::foreign_mounts(spec));
-    let pod_security = spec.field("securityContext").cloned();
+    let pod_security = spec.get("securityContext").cloned();
     let mut injected = Vec::new();
     let mut served_by_sidecar = Vec::new();
     let mode = config.cleaner.mode;
@@ -91,10 +90,10 @@ pub fn mutate(
     // be left to the reaper (a seal key: it empties only what the webhook sealed).
     let leaves_to_reaper = !config.seal.is_empty();
     let mut cleaned_in_pod: Vec<CleanedInPod> = Vec::new();
-    if let Some(containers) = spec.field_mut("containers").and_then(Value::as_array_mut) {
+    if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for (index, (container, plan)) in containers.iter_mut().zip(plans).enumerate() {
             let name = container
-                .field("name")
+                .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
@@ -228,11 +227,11 @@ pub fn mutate(
     let left = left_to_the_reaper(&wanted_targets, &cleaned_in_pod, sidecar_name.is_some());
     super::set_annotation(template, REAP, seal::reap_annotation(&left));
     let status_present = template
-        .at("/metadata/annotations")
+        .pointer("/metadata/annotations")
         .and_then(|a| a.get(STATUS))
         .is_some();
     // The whole template is compared last, only when nothing cheaper decided: comparing
-    // maps hashes every key, ~38 k instructions of a Pod's review.
+    // two maps looks every member of one up in the other (equality ignores the order).
     if !injected.is_empty() || status_present || template != original {
         let mut status = ObjectText::new();
         status
@@ -281,7 +280,7 @@ pub(super) fn warn_about_unmounted_cleanup(
 /// The entries of `value[key]`; none when absent or not an array.
 fn list<'v>(value: &'v Value, key: &str) -> &'v [Value] {
     value
-        .field(key)
+        .get(key)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default()
@@ -312,12 +311,12 @@ fn set_deadlines(
     use crate::mutation::hook::deadline_seconds;
     if let (Some(seconds), Some(containers)) = (
         deadline_seconds(grace, None),
-        spec.field_mut("containers").and_then(Value::as_array_mut),
+        spec.get_mut("containers").and_then(Value::as_array_mut),
     ) {
         for &index in hooks {
             let command = containers
                 .get_mut(index)
-                .and_then(|c| c.at_mut("/lifecycle/preStop/exec/command"));
+                .and_then(|c| c.pointer_mut("/lifecycle/preStop/exec/command"));
             insert_deadline(command, seconds);
         }
     }
@@ -327,14 +326,11 @@ fn set_deadlines(
     let Some(seconds) = deadline_seconds(grace, Some(config.cleanup_budget_seconds)) else {
         return;
     };
-    if let Some(init) = spec
-        .field_mut("initContainers")
-        .and_then(Value::as_array_mut)
-    {
+    if let Some(init) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
         let ours = init
             .iter_mut()
-            .find(|c| c.field("name").and_then(Value::as_str) == Some(name));
-        insert_deadline(ours.and_then(|c| c.field_mut("command")), seconds);
+            .find(|c| c.get("name").and_then(Value::as_str) == Some(name));
+        insert_deadline(ours.and_then(|c| c.get_mut("command")), seconds);
     }
 }
 
@@ -365,7 +361,7 @@ pub(super) fn restore(container: &mut Value, before: Before) {
         Before::Exec(argv) => set_exec(container, argv),
         Before::Sleep(seconds) => {
             if let Some(pre_stop) = container
-                .at_mut("/lifecycle/preStop")
+                .pointer_mut("/lifecycle/preStop")
                 .and_then(Value::as_object_mut)
             {
                 pre_stop.remove("exec");
@@ -374,7 +370,7 @@ pub(super) fn restore(container: &mut Value, before: Before) {
         }
         Before::Nothing => {
             if let Some(lifecycle) = container
-                .field_mut("lifecycle")
+                .get_mut("lifecycle")
                 .and_then(Value::as_object_mut)
             {
                 lifecycle.remove("preStop");

@@ -4,7 +4,6 @@
 
 use super::warnings::{also_mount, not_cleaned, shared_warnings};
 use super::*;
-use crate::mutation::field::Field;
 
 /// A sidecar plan becomes final once the sidecar accepts the container; when it must
 /// refuse it, the container keeps its own exec hook (its own mounts passed the target rules) or,
@@ -57,7 +56,7 @@ pub(super) fn admit(
 
 pub(super) fn name_of(container: &Value) -> &str {
     container
-        .field("name")
+        .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
@@ -218,7 +217,7 @@ pub(super) fn plan_container(
     };
     let name = name_of(container);
     let image = container
-        .field("image")
+        .get("image")
         .and_then(Value::as_str)
         .unwrap_or_default();
     // The program needs no shell: only the shell form and a custom script do.
@@ -255,7 +254,7 @@ pub(super) fn plan_container(
             // The program's cleanup hook runs no shell: none to choose, none to warn about.
             String::new()
         } else if settings.fix_shell {
-            let env = shell_fix::portable::Environment::of(container.field("env"));
+            let env = shell_fix::portable::Environment::of(container.get("env"));
             let (shell, warning) =
                 shell_fix::hook_shell(&settings.shell, image, name, config, &action, &env);
             warnings.extend(warning);

@@ -3,8 +3,7 @@
 //! only: a Windows pod is left alone, with one warning saying why, rather than given
 //! hooks it cannot run and `host path /*` warnings about paths like `C:\data`.
 
-use crate::mutation::field::{At, Field};
-use serde_json::Value;
+use crate::json::Value;
 
 /// The well-known node label of the operating system (and its pre-1.14 beta name).
 const OS_LABELS: [&str; 2] = ["kubernetes.io/os", "beta.kubernetes.io/os"];
@@ -13,17 +12,17 @@ const OS_LABELS: [&str; 2] = ["kubernetes.io/os", "beta.kubernetes.io/os"];
 /// when it may run on Linux. `spec.os.name`, a `nodeSelector` label, or a required node
 /// affinity every one of whose terms (they are ORed) admits Windows nodes only.
 pub(in crate::mutation) fn windows_only(spec: &Value) -> Option<&'static str> {
-    if spec.at("/os/name").and_then(Value::as_str) == Some("windows") {
+    if spec.pointer("/os/name").and_then(Value::as_str) == Some("windows") {
         return Some("spec.os.name: windows");
     }
-    let selector = spec.field("nodeSelector");
+    let selector = spec.get("nodeSelector");
     if OS_LABELS.iter().any(|label| {
         selector.and_then(|s| s.get(*label)).and_then(Value::as_str) == Some("windows")
     }) {
         return Some("nodeSelector kubernetes.io/os: windows");
     }
     let terms = spec
-        .at("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
+        .pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
         .and_then(Value::as_array)
         .filter(|terms| !terms.is_empty())?;
     terms
@@ -35,12 +34,12 @@ pub(in crate::mutation) fn windows_only(spec: &Value) -> Option<&'static str> {
 /// A node selector term (its expressions are ANDed) with an `In` on the OS label whose
 /// only value is `windows`.
 fn term_admits_windows_only(term: &Value) -> bool {
-    let expressions = term.field("matchExpressions").and_then(Value::as_array);
+    let expressions = term.get("matchExpressions").and_then(Value::as_array);
     expressions.into_iter().flatten().any(|expression| {
-        let key = expression.field("key").and_then(Value::as_str);
-        let values = expression.field("values").and_then(Value::as_array);
+        let key = expression.get("key").and_then(Value::as_str);
+        let values = expression.get("values").and_then(Value::as_array);
         key.is_some_and(|key| OS_LABELS.contains(&key))
-            && expression.field("operator").and_then(Value::as_str) == Some("In")
+            && expression.get("operator").and_then(Value::as_str) == Some("In")
             && values.is_some_and(|values| {
                 !values.is_empty() && values.iter().all(|v| v.as_str() == Some("windows"))
             })
@@ -50,7 +49,7 @@ fn term_admits_windows_only(term: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     fn affinity(terms: Value) -> Value {
         json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":

@@ -19,13 +19,12 @@
 //! forged record can do no more than the annotations its author could write anyway.
 
 use crate::config::{Config, Mode};
-use crate::mutation::field::{At, Field};
+use crate::json::{json, Map, Value};
 use crate::mutation::object_text::ObjectText;
 use crate::mutation::scope::settings::{
     Annotations, BadAnnotation, Cleanup, Settings, CLEANUP, COMMAND, CONTAINERS, FIX_SHELL,
     HOOK_SECONDS, MODE, PREFIX, SETTINGS, SHELL, SHUTDOWN_SECONDS,
 };
-use serde_json::{json, Map, Value};
 
 const VERSION: u64 = 1;
 
@@ -58,10 +57,10 @@ const PARENTS: &[(&str, &str, &str)] = &[
 /// The `kind` of the object's controller (the ownerReference with `controller: true`).
 pub fn controller_of(object: &Value) -> Option<(&str, &str)> {
     object
-        .at("/metadata/ownerReferences")?
+        .pointer("/metadata/ownerReferences")?
         .as_array()?
         .iter()
-        .find(|owner| owner.field("controller").and_then(Value::as_bool) == Some(true))
+        .find(|owner| owner.get("controller").and_then(Value::as_bool) == Some(true))
         .map(|owner| {
             let field = |key| owner.get(key).and_then(Value::as_str).unwrap_or_default();
             let group = field("apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
@@ -141,7 +140,7 @@ pub fn read(
             "not a JSON object of settings; {written_by_us}"
         )));
     };
-    match record.field("version") {
+    match record.get("version") {
         Some(version) if version == &json!(VERSION) => {}
         other => {
             let version = other.map_or_else(|| "none".to_owned(), Value::to_string);

@@ -33,8 +33,7 @@
 //! `image`) is restarted "regardless of the restart policy", and one the runtime reports
 //! in state Unknown is killed before it is started again.
 
-use crate::mutation::field::Field;
-use serde_json::Value;
+use crate::json::Value;
 
 /// Why the kubelet may start `container` (an app container of `spec`) again in its pod
 /// after killing it, as a phrase naming the policy (`restartPolicy OnFailure`); `None`
@@ -43,7 +42,7 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
     if let Some(rules) = in_place_restarts(spec) {
         return Some(rules);
     }
-    match container.field("restartPolicy") {
+    match container.get("restartPolicy") {
         None | Some(Value::Null) => {}
         Some(Value::String(policy)) if policy == "Never" => {}
         Some(other) => return Some(format!("container restartPolicy {}", text(other))),
@@ -52,11 +51,11 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
     if let Some(policy) = pod_restarts_in_place(spec) {
         return Some(policy);
     }
-    let resize = container.field("resizePolicy").and_then(Value::as_array);
+    let resize = container.get("resizePolicy").and_then(Value::as_array);
     resize
         .into_iter()
         .flatten()
-        .filter_map(|entry| entry.field("restartPolicy"))
+        .filter_map(|entry| entry.get("restartPolicy"))
         .find(|policy| policy.as_str() != Some("NotRequired"))
         .map(|policy| format!("resizePolicy {}", text(policy)))
 }
@@ -67,7 +66,7 @@ pub fn restarts_in_pod(spec: &Value, container: &Value) -> Option<String> {
 /// with SIGTERM included, and starts them all again on the same volumes: the sidecar
 /// cannot tell that from the pod's end, so it asks the node (`--restartable`, issue 31).
 pub fn pod_restarts_in_place(spec: &Value) -> Option<String> {
-    match spec.field("restartPolicy") {
+    match spec.get("restartPolicy") {
         Some(Value::String(policy)) if policy == "Never" => None,
         None | Some(Value::Null) => Some("restartPolicy Always".to_owned()),
         Some(other) => Some(format!("restartPolicy {}", text(other))),
@@ -79,15 +78,15 @@ pub fn pod_restarts_in_place(spec: &Value) -> Option<String> {
 pub fn in_place_restarts(spec: &Value) -> Option<String> {
     ["initContainers", "containers"]
         .iter()
-        .filter_map(|key| spec.field(key).and_then(Value::as_array))
+        .filter_map(|key| spec.get(key).and_then(Value::as_array))
         .flatten()
         .find(|c| {
-            c.field("restartPolicyRules").is_some_and(|rules| {
+            c.get("restartPolicyRules").is_some_and(|rules| {
                 !rules.is_null() && rules.as_array().is_none_or(|r| !r.is_empty())
             })
         })
         .map(|c| {
-            let name = c.field("name").and_then(Value::as_str).unwrap_or_default();
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
             format!("restartPolicyRules of {name:?}")
         })
 }
@@ -101,7 +100,7 @@ fn text(value: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     #[test]
     fn only_never_without_restarting_overrides_passes() {

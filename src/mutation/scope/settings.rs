@@ -3,9 +3,8 @@
 
 use crate::config::{Config, Mode};
 use crate::duration;
-use crate::mutation::field::Field;
+use crate::json::{Map, Value};
 use crate::mutation::Endpoint;
-use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 pub const PREFIX: &str = "prestop-injector.io/";
@@ -140,7 +139,7 @@ impl std::fmt::Display for BadAnnotation {
 }
 
 fn annotations_of(value: Option<&Value>) -> Option<&Map<String, Value>> {
-    value?.field("metadata")?.field("annotations")?.as_object()
+    value?.get("metadata")?.get("annotations")?.as_object()
 }
 
 impl<'a> Annotations<'a> {

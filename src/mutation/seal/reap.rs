@@ -2,9 +2,8 @@
 //! `prestop-injector.io/reap` annotation (issue 38, class 2), under the seal.
 
 use super::{Cleaner, Place, REAP};
-use crate::mutation::field::Field;
+use crate::json::Value;
 use crate::mutation::hook::Target;
-use serde_json::Value;
 
 /// One target of the `prestop-injector.io/reap` annotation: a target of `container` that
 /// no cleanup in the pod runs, with the host directory it must be (`--host`'s syntax).
@@ -29,7 +28,7 @@ pub fn reaper_targets<'a>(spec: &'a Value, text: &str) -> Result<Vec<Cleaner<'a>
     let targets: Vec<ReapTarget> = serde_json::from_str(text)
         .map_err(|error| format!("{REAP} is not a list of targets: {error}"))?;
     let containers = spec
-        .field("containers")
+        .get("containers")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
@@ -42,7 +41,7 @@ pub fn reaper_targets<'a>(spec: &'a Value, text: &str) -> Result<Vec<Cleaner<'a>
     {
         let Some(container) = containers
             .iter()
-            .find(|c| c.field("name").and_then(Value::as_str) == Some(name.as_str()))
+            .find(|c| c.get("name").and_then(Value::as_str) == Some(name.as_str()))
         else {
             return Err(format!(
                 "{REAP} names container {name:?}, which the pod has not"

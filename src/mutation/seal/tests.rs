@@ -1,5 +1,5 @@
 use super::*;
-use serde_json::json;
+use crate::json::json;
 
 fn spec(container: &str, target: &str, host: &str) -> Value {
     json!({

@@ -27,11 +27,10 @@ pub mod image;
 pub mod portable;
 
 use crate::config::{CleanerMode, Config};
-use crate::mutation::field::Field;
+use crate::json::{Map, Value};
 use crate::mutation::hook::Action;
 use portable::gate::basename;
 use portable::{gate, Environment, Gate, Text};
-use serde_json::{Map, Value};
 
 /// Warnings are shown by kubectl; the API server truncates longer ones.
 const MAX_WARNING: usize = 120;
@@ -42,7 +41,7 @@ const MAX_WARNING: usize = 120;
 pub fn fix_shells(pod_spec: &mut Value, config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
     for list in ["initContainers", "containers"] {
-        let Some(containers) = pod_spec.field_mut(list).and_then(Value::as_array_mut) else {
+        let Some(containers) = pod_spec.get_mut(list).and_then(Value::as_array_mut) else {
             continue;
         };
         for container in containers.iter_mut().filter_map(Value::as_object_mut) {
@@ -97,16 +96,16 @@ enum Fix {
 }
 
 fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: &mut Vec<String>) {
-    let Some(image) = container.field("image").and_then(Value::as_str) else {
+    let Some(image) = container.get("image").and_then(Value::as_str) else {
         return;
     };
     if !image::lacks_bash(image, config) {
         return;
     }
     let image = image.to_owned();
-    let env = Environment::of(container.field("env"));
+    let env = Environment::of(container.get("env"));
     let name = container
-        .field("name")
+        .get("name")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_owned();
@@ -126,10 +125,10 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
     // either. Without `command` argv[0] is the image's entrypoint, which we cannot see.
     let empty = Vec::new();
     let args = container
-        .field("args")
+        .get("args")
         .and_then(Value::as_array)
         .unwrap_or(&empty);
-    if let Some(command) = container.field("command").and_then(Value::as_array) {
+    if let Some(command) = container.get("command").and_then(Value::as_array) {
         let argv: Vec<&Value> = command.iter().chain(args).collect();
         if let Some(fix) = plan(&argv, &image, config, &env) {
             let in_command = command.len();
@@ -139,7 +138,7 @@ fn fix_container(container: &mut Map<String, Value>, config: &Config, warnings: 
                 } else {
                     ("args", at - in_command)
                 };
-                set_entry(container.field_mut(key), index, to);
+                set_entry(container.get_mut(key), index, to);
             }
             report(fix, "command", warnings);
         }
@@ -194,22 +193,22 @@ fn listed(items: &[&str]) -> String {
 }
 
 fn exec_command<'a>(container: &'a Map<String, Value>, path: &[&str]) -> Option<&'a Vec<Value>> {
-    let mut node = container.field(path.first()?)?;
+    let mut node = container.get(path.first()?)?;
     for key in &path[1..] {
-        node = node.field(key)?;
+        node = node.get(key)?;
     }
-    node.field("exec")?.field("command")?.as_array()
+    node.get("exec")?.get("command")?.as_array()
 }
 
 fn exec_command_mut<'a>(
     container: &'a mut Map<String, Value>,
     path: &[&str],
 ) -> Option<&'a mut Value> {
-    let mut node = container.field_mut(path.first()?)?;
+    let mut node = container.get_mut(path.first()?)?;
     for key in &path[1..] {
-        node = node.field_mut(key)?;
+        node = node.get_mut(key)?;
     }
-    node.field_mut("exec")?.field_mut("command")
+    node.get_mut("exec")?.get_mut("command")
 }
 
 /// Replaces one element of an array in place (a targeted patch), nothing else.

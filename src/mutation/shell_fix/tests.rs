@@ -1,10 +1,10 @@
 use super::*;
-use serde_json::json;
+use crate::json::json;
 
 fn fix(spec: Value) -> (Value, Vec<String>, Vec<String>) {
     let mut after = spec.clone();
     let warnings = fix_shells(&mut after, &Config::default());
-    let paths = json_patch::diff(&spec, &after)
+    let paths = json_patch::diff(&spec.clone().into(), &after.clone().into())
         .0
         .iter()
         .map(|op| match op {

@@ -7,26 +7,25 @@
 //! open path as every directory it may be: fail closed.
 
 use super::mounts::{kubelet_mount_path, sub_path, Mount, SubPath};
-use crate::mutation::field::Field;
+use crate::json::Value;
 use crate::mutation::hook::ours::is_our_sidecar;
 use crate::policy::{normalize, HostPath, Open};
-use serde_json::Value;
 
 /// The pod volume called `name`.
 pub fn volume<'a>(spec: &'a Value, name: &str) -> Option<&'a Value> {
-    spec.field("volumes")?
+    spec.get("volumes")?
         .as_array()?
         .iter()
-        .find(|v| v.field("name").and_then(Value::as_str) == Some(name))
+        .find(|v| v.get("name").and_then(Value::as_str) == Some(name))
 }
 
 /// The `hostPath.path` of a hostPath volume, normalized; `Some(anywhere)` when it cannot
 /// be read (relative, `..`, not a string); `None` for other volume types.
 pub fn volume_host_path(volume: &Value) -> Option<HostPath> {
-    let host_path = volume.field("hostPath").filter(|h| !h.is_null())?;
+    let host_path = volume.get("hostPath").filter(|h| !h.is_null())?;
     Some(
         host_path
-            .field("path")
+            .get("path")
             .and_then(Value::as_str)
             .and_then(normalize)
             .map_or_else(HostPath::anywhere, HostPath::exact),
@@ -94,13 +93,13 @@ pub fn pod_views_resolving(
 ) -> Vec<View> {
     let mut views = Vec::new();
     for volume in spec
-        .field("volumes")
+        .get("volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
     {
         if let Some(host) = volume_host_path(volume) {
-            let name = volume.field("name").and_then(Value::as_str).unwrap_or("");
+            let name = volume.get("name").and_then(Value::as_str).unwrap_or("");
             views.push(View {
                 volume: name.to_owned(),
                 sub_path: SubPath::Whole,
@@ -111,13 +110,13 @@ pub fn pod_views_resolving(
         }
     }
     for field in ["initContainers", "containers", "ephemeralContainers"] {
-        let containers = spec.field(field).and_then(Value::as_array);
+        let containers = spec.get(field).and_then(Value::as_array);
         for container in containers
             .into_iter()
             .flatten()
             .filter(|c| !is_our_sidecar(c))
         {
-            let list = container.field("volumeMounts").and_then(Value::as_array);
+            let list = container.get("volumeMounts").and_then(Value::as_array);
             for raw in list.into_iter().flatten() {
                 if let Some(view) = mount_view(spec, raw, container, resolve) {
                     views.push(view);
@@ -131,7 +130,7 @@ pub fn pod_views_resolving(
 /// Where each mount of one `container` shows a hostPath volume's directory: the views
 /// [`pod_views`] gives for that container, with every `subPathExpr` kept open.
 pub fn container_views(spec: &Value, container: &Value) -> Vec<View> {
-    let list = container.field("volumeMounts").and_then(Value::as_array);
+    let list = container.get("volumeMounts").and_then(Value::as_array);
     list.into_iter()
         .flatten()
         .filter_map(|raw| mount_view(spec, raw, container, &|_, _| None))
@@ -144,7 +143,7 @@ fn mount_view(
     container: &Value,
     resolve: &dyn Fn(&Value, &Value) -> Option<String>,
 ) -> Option<View> {
-    let name = raw.field("name").and_then(Value::as_str)?;
+    let name = raw.get("name").and_then(Value::as_str)?;
     let base = volume_host_path(volume(spec, name)?)?;
     let sub_path = match sub_path(raw, container) {
         expr @ SubPath::Expr { .. } => match resolve(raw, container) {
@@ -158,7 +157,7 @@ fn mount_view(
     // volume): it may show any directory of the node.
     let host = with_sub_path(base, &sub_path).unwrap_or_else(|_| HostPath::anywhere());
     let mount_path = raw
-        .field("mountPath")
+        .get("mountPath")
         .and_then(Value::as_str)
         .and_then(kubelet_mount_path);
     Some(View {

@@ -19,10 +19,9 @@
 use super::host::volume;
 use super::mounts::{mount_of, Mount};
 use crate::config::Config;
-use crate::mutation::field::Field;
+use crate::json::Value;
 use crate::policy::normalize;
 use prestop_clean::argv::Target;
-use serde_json::Value;
 
 /// [`identify`] for each of `paths`, cleaned by `container` (its own mounts).
 pub fn identify_in(
@@ -72,9 +71,9 @@ pub fn identify_all(
 fn expected_host(spec: &Value, mounts: &[Mount], target: &str) -> Option<(String, Option<String>)> {
     let mount = mount_of(mounts, target)?;
     let host_path = volume(spec, mount.volume)?
-        .field("hostPath")
+        .get("hostPath")
         .filter(|h| !h.is_null())?
-        .field("path")
+        .get("path")
         .and_then(Value::as_str)
         .and_then(normalize)?;
     let text = |key: &str| {
@@ -126,8 +125,8 @@ fn escape(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::json;
     use crate::mutation::targets::container_mounts;
-    use serde_json::json;
 
     fn identify_in(spec: &Value, target: &str, config: &Config) -> Target {
         let mounts = container_mounts(&spec["containers"][0]).unwrap();

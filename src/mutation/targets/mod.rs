@@ -47,8 +47,7 @@ pub use crate::policy::{
 };
 
 use crate::config::Config;
-use crate::mutation::field::Field;
-use serde_json::Value;
+use crate::json::Value;
 
 /// The one rule: may `target` (a normalized container path) be emptied by a container
 /// whose volume mounts are `mounts`, in the pod `spec`? `mounts` must be every mount of
@@ -81,8 +80,8 @@ pub fn check_target(
     {
         return Err(PathRefusal::Nested(nested.path.clone()));
     }
-    let declared = spec.field("volumes").and_then(Value::as_array);
-    let same_name = |v: &&Value| v.field("name").and_then(Value::as_str) == Some(mount.volume);
+    let declared = spec.get("volumes").and_then(Value::as_array);
+    let same_name = |v: &&Value| v.get("name").and_then(Value::as_str) == Some(mount.volume);
     if declared.is_some_and(|list| list.iter().filter(same_name).count() > 1) {
         return Err(PathRefusal::AmbiguousVolume(mount.volume.to_owned()));
     }
@@ -141,10 +140,10 @@ const HIDDEN_SOURCES: &[&str] = &["persistentVolumeClaim", "ephemeral", "csi", "
 
 /// The first volume of the pod with a [`HIDDEN_SOURCES`] source: (name, source).
 fn hidden_volume(spec: &Value) -> Option<(String, String)> {
-    let volumes = spec.field("volumes").and_then(Value::as_array)?;
+    let volumes = spec.get("volumes").and_then(Value::as_array)?;
     volumes.iter().find_map(|v| {
         let source = HIDDEN_SOURCES.iter().find(|s| v.get(**s).is_some())?;
-        let name = v.field("name").and_then(Value::as_str).unwrap_or_default();
+        let name = v.get("name").and_then(Value::as_str).unwrap_or_default();
         Some((name.to_owned(), (*source).to_owned()))
     })
 }
@@ -160,12 +159,12 @@ pub fn auto_targets(spec: &Value, container: &Value, config: &Config) -> AutoTar
         Ok(mounts) => mounts,
         Err(bad) => {
             // Only worth a warning when the container mounts a hostPath at all.
-            let raw = container.field("volumeMounts").and_then(Value::as_array);
+            let raw = container.get("volumeMounts").and_then(Value::as_array);
             let mounts_host_path = raw.into_iter().flatten().any(|m| {
-                m.field("name")
+                m.get("name")
                     .and_then(Value::as_str)
                     .and_then(|name| volume(spec, name))
-                    .is_some_and(|v| v.field("hostPath").is_some())
+                    .is_some_and(|v| v.get("hostPath").is_some())
             });
             if mounts_host_path {
                 found.unreadable = Some(bad);
@@ -195,13 +194,10 @@ pub fn auto_targets(spec: &Value, container: &Value, config: &Config) -> AutoTar
 
 /// A writable mount of a hostPath volume of type `""`, `Directory` or `DirectoryOrCreate`.
 fn is_candidate(spec: &Value, mount: &Mount) -> bool {
-    let Some(host_path) = volume(spec, mount.volume).and_then(|v| v.field("hostPath")) else {
+    let Some(host_path) = volume(spec, mount.volume).and_then(|v| v.get("hostPath")) else {
         return false;
     };
-    let kind = host_path
-        .field("type")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let kind = host_path.get("type").and_then(Value::as_str).unwrap_or("");
     mount.writable && mount.path != "/" && matches!(kind, "" | "Directory" | "DirectoryOrCreate")
 }
 
@@ -229,7 +225,7 @@ pub fn check_explicit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     /// How the sidecar uses the rule: its merged list of the app containers' mounts.
     #[test]

@@ -9,9 +9,8 @@
 //! anywhere; a container with such a mount (or an empty, non-string or control-character
 //! mount path, or a mount without a volume name) gets no cleanup at all.
 
-use crate::mutation::field::{At, Field};
+use crate::json::Value;
 use crate::policy::is_at_or_below;
-use serde_json::Value;
 
 /// `path.Clean("/" + mount_path)` as the kubelet computes it, except that `..`, control
 /// characters and the empty string give `None` instead of a guess.
@@ -68,7 +67,7 @@ impl<'a> Mount<'a> {
 
     /// Reads one `volumeMount`; `container` supplies the `env` a `subPathExpr` uses.
     pub fn parse(raw: &'a Value, container: &'a Value) -> Result<Mount<'a>, BadMount> {
-        let mount_path = raw.field("mountPath");
+        let mount_path = raw.get("mountPath");
         let bad = || BadMount {
             mount_path: mount_path.map_or_else(|| "(none)".to_owned(), Value::to_string),
         };
@@ -76,14 +75,14 @@ impl<'a> Mount<'a> {
             .and_then(Value::as_str)
             .and_then(kubelet_mount_path)
             .ok_or_else(bad)?;
-        let volume = raw.field("name").and_then(Value::as_str).ok_or_else(bad)?;
+        let volume = raw.get("name").and_then(Value::as_str).ok_or_else(bad)?;
         Ok(Mount {
             volume,
             path,
             // Anything but an absent or false `readOnly` is read-only: a value the API
             // server would refuse must not make a mount cleanable.
             writable: matches!(
-                raw.field("readOnly"),
+                raw.get("readOnly"),
                 None | Some(Value::Null | Value::Bool(false))
             ),
             sub_path: sub_path(raw, container),
@@ -94,7 +93,7 @@ impl<'a> Mount<'a> {
 
 /// Every `volumeMount` of a container, or the first one that cannot be read.
 pub fn container_mounts(container: &Value) -> Result<Vec<Mount<'_>>, BadMount> {
-    let Some(list) = container.field("volumeMounts") else {
+    let Some(list) = container.get("volumeMounts") else {
         return Ok(Vec::new());
     };
     let Some(list) = list.as_array() else {
@@ -110,7 +109,7 @@ pub fn container_mounts(container: &Value) -> Result<Vec<Mount<'_>>, BadMount> {
 /// The readable mounts of a container, skipping the others. For lookups and messages
 /// only: a decision to delete must use [`container_mounts`], which fails closed.
 pub fn mounts(container: &Value) -> Vec<Mount<'_>> {
-    let Some(list) = container.field("volumeMounts").and_then(Value::as_array) else {
+    let Some(list) = container.get("volumeMounts").and_then(Value::as_array) else {
         return Vec::new();
     };
     list.iter()
@@ -177,7 +176,7 @@ fn expr_sub_path(expr: &str, container: &Value) -> SubPath {
         return SubPath::Invalid(expr.to_owned());
     }
     let env = container
-        .field("env")
+        .get("env")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
@@ -197,10 +196,10 @@ fn expr_sub_path(expr: &str, container: &Value) -> SubPath {
         let definition = env
             .iter()
             .rev()
-            .find(|e| e.field("name").and_then(Value::as_str) == Some(name));
+            .find(|e| e.get("name").and_then(Value::as_str) == Some(name));
         identity.push('\0');
         identity.push_str(&definition.map(Value::to_string).unwrap_or_default());
-        let field = definition.and_then(|d| d.at("/valueFrom/fieldRef/fieldPath"));
+        let field = definition.and_then(|d| d.pointer("/valueFrom/fieldRef/fieldPath"));
         non_empty |= field
             .and_then(Value::as_str)
             .is_some_and(|f| NON_EMPTY_FIELDS.contains(&f));
@@ -217,7 +216,7 @@ fn expr_sub_path(expr: &str, container: &Value) -> SubPath {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::json;
 
     #[test]
     fn mount_paths_read_as_the_kubelet_reads_them() {

@@ -38,14 +38,13 @@
 //! app container, or a native sidecar that ships results from its SIGTERM handler, may
 //! still use it after this container's preStop ran ([`still_used_by`]).
 
+use crate::json::Value;
 use crate::mutation::containers::app_containers;
-use crate::mutation::field::{At, Field};
 use crate::mutation::hook::ours::is_our_sidecar;
 use crate::mutation::scope::record::controller_of;
 use crate::mutation::scope::settings::{Cleanup, Settings, SharedBy};
 use crate::mutation::targets::{self, HostPath, Open};
 use crate::mutation::warning::cited;
-use serde_json::Value;
 use std::borrow::Cow;
 
 /// The fix where pod names come back (a StatefulSet), and where pods overlap in time.
@@ -86,7 +85,7 @@ fn overlapping(who: &'static str) -> SharedBy {
 /// Why the pods of `object` may share a host directory (`pods of a Deployment`), or
 /// `None` when they are its sole users: bare Pods, which nothing replaces.
 pub fn shared_by(kind: &str, object: &Value) -> Option<SharedBy> {
-    let count = |pointer: &str| object.at(pointer).and_then(Value::as_u64).unwrap_or(1);
+    let count = |pointer: &str| object.pointer(pointer).and_then(Value::as_u64).unwrap_or(1);
     match kind {
         "Pod" => controller_of(object)
             .map(|(_, owner)| side_by_side(format!("pods of a {owner} controller"))),
@@ -105,7 +104,9 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<SharedBy> {
             if kind == "Job" {
                 return Some(overlapping(JOB_REPLACED));
             }
-            let policy = object.at("/spec/concurrencyPolicy").and_then(Value::as_str);
+            let policy = object
+                .pointer("/spec/concurrencyPolicy")
+                .and_then(Value::as_str);
             Some(overlapping(match policy {
                 Some("Forbid") => CRON_JOB_REPLACED,
                 Some("Replace") => CRON_JOB_REPLACE,
@@ -117,7 +118,10 @@ pub fn shared_by(kind: &str, object: &Value) -> Option<SharedBy> {
         "Deployment" | "ReplicaSet" => {
             let replicas = count("/spec/replicas");
             let rolling = kind == "Deployment"
-                && object.at("/spec/strategy/type").and_then(Value::as_str) != Some("Recreate");
+                && object
+                    .pointer("/spec/strategy/type")
+                    .and_then(Value::as_str)
+                    != Some("Recreate");
             Some(side_by_side(match (replicas > 1, rolling) {
                 (true, _) => format!("pods of a {kind} with {replicas} replicas"),
                 // maxSurge starts the new pod before the old one stops, maybe on one node.
@@ -154,7 +158,7 @@ pub fn apply(settings: &mut Settings, shared_by: Option<SharedBy>) {
 /// Allow`), a bare Pod's fixed hostPath — is invisible from here.
 pub fn keep_private(container: &Value, targets: &mut Vec<String>, warnings: &mut Vec<String>) {
     let name = container
-        .field("name")
+        .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default();
     let mounts = targets::mounts(container);
@@ -191,15 +195,15 @@ pub fn warn_shared(
     warnings: &mut Vec<String>,
 ) {
     let name = container
-        .field("name")
+        .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default();
     // Only a `subPathExpr` gives a pod a directory of its own: without one, every path
     // warns and no mount needs reading.
     let has_expression = container
-        .field("volumeMounts")
+        .get("volumeMounts")
         .and_then(Value::as_array)
-        .is_some_and(|list| list.iter().any(|m| m.field("subPathExpr").is_some()));
+        .is_some_and(|list| list.iter().any(|m| m.get("subPathExpr").is_some()));
     let mounts = if has_expression {
         targets::mounts(container)
     } else {
@@ -250,11 +254,11 @@ pub fn still_used_by(spec: &Value, container: &Value, target: &str) -> Vec<Strin
         })
         .join(mount.below(target));
     let native_sidecars = spec
-        .field("initContainers")
+        .get("initContainers")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter(|c| c.field("restartPolicy").and_then(Value::as_str) == Some("Always"))
+        .filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always"))
         .filter(|c| !is_our_sidecar(c));
     app_containers(spec)
         .iter()
@@ -267,7 +271,7 @@ pub fn still_used_by(spec: &Value, container: &Value, target: &str) -> Vec<Strin
         })
         .map(|other| {
             other
-                .field("name")
+                .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned()
@@ -285,19 +289,19 @@ pub fn is_per_pod(container: &Value, mount: &Value) -> bool {
 /// `fieldRef` to one of `fields`, as the kubelet resolves it: `env` entries in order, the
 /// last definition of a name winning (`envFrom` never defines a fieldRef).
 fn references_field(container: &Value, mount: &Value, fields: &[&str]) -> bool {
-    let Some(expression) = mount.field("subPathExpr").and_then(Value::as_str) else {
+    let Some(expression) = mount.get("subPathExpr").and_then(Value::as_str) else {
         return false;
     };
-    let env = container.field("env").and_then(Value::as_array);
+    let env = container.get("env").and_then(Value::as_array);
     crate::mutation::targets::env_refs::references(expression)
         .iter()
         .any(|name| {
             env.and_then(|list| {
                 list.iter()
                     .rev()
-                    .find(|e| e.field("name").and_then(Value::as_str) == Some(name.as_str()))
+                    .find(|e| e.get("name").and_then(Value::as_str) == Some(name.as_str()))
             })
-            .and_then(|e| e.at("/valueFrom/fieldRef/fieldPath"))
+            .and_then(|e| e.pointer("/valueFrom/fieldRef/fieldPath"))
             .and_then(Value::as_str)
             .is_some_and(|field| fields.contains(&field))
         })

@@ -48,8 +48,8 @@ pub fn unmounted_rm_targets(script: &str, mounts: &[Mount<'_>]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::json;
     use crate::mutation::targets::mounts;
-    use serde_json::json;
 
     #[test]
     fn finds_rm_targets_outside_the_mounts() {

@@ -6,10 +6,9 @@
 //! no `nodeAgent`, each such target is said at admission, not first in a
 //! `FailedPreStopHook` Event.
 
-use crate::mutation::field::Field;
+use crate::json::Value;
 use crate::mutation::targets::sharing::is_private;
 use crate::mutation::warning::cited;
-use serde_json::Value;
 
 /// One warning per target of `container`: one that is not a per-pod directory (its
 /// mount's `subPathExpr` does not name the pod's uid) is not cleaned without the agent;
@@ -19,7 +18,7 @@ use serde_json::Value;
 /// own by its name, and the install without the agent is the operator's choice.
 pub fn warn_fixed(container: &Value, name: &str, paths: &[String], warnings: &mut Vec<String>) {
     let mounts = container
-        .field("volumeMounts")
+        .get("volumeMounts")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or_default();
@@ -28,7 +27,7 @@ pub fn warn_fixed(container: &Value, name: &str, paths: &[String], warnings: &mu
         // lookup, not a parse of every mount (the seed review pays for this warning).
         let mount = mounts
             .iter()
-            .filter_map(|m| Some((m, m.field("mountPath")?.as_str()?.trim_end_matches('/'))))
+            .filter_map(|m| Some((m, m.get("mountPath")?.as_str()?.trim_end_matches('/'))))
             .filter(|(_, at)| holds(at, path))
             .max_by_key(|(_, at)| at.len());
         let per_pod = mount.is_some_and(|(m, _)| is_private(container, m));

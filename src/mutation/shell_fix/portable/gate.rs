@@ -11,9 +11,8 @@
 
 use super::{check, invocation, Blocker, Invocation};
 use crate::config::Config;
-use crate::mutation::field::Field;
+use crate::json::Value;
 use crate::mutation::shell_fix::image;
-use serde_json::Value;
 
 /// Variables bash reads from its environment at startup and `sh` ignores: `SHELLOPTS`
 /// (`errexit` there turns `set -e` on in bash only), `BASHOPTS` (shopt), `BASH_ENV` (a
@@ -38,7 +37,7 @@ impl Environment {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|entry| entry.field("name").and_then(Value::as_str))
+            .filter_map(|entry| entry.get("name").and_then(Value::as_str))
             .find(|name| BASH_ONLY_ENV.contains(name) || name.starts_with(BASH_ONLY_ENV_PREFIX))
             .map(|name| name.chars().take(30).collect());
         Environment { bash_only }

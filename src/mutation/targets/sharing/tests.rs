@@ -2,7 +2,7 @@
 //! `subPathExpr` makes it per-pod.
 
 use super::*;
-use serde_json::json;
+use crate::json::json;
 
 #[test]
 fn who_shares() {
