@@ -58,7 +58,10 @@ impl<V> Map<String, V> {
     pub fn get(&self, key: &str) -> Option<&V> {
         match &self.index {
             Some(index) => index.get(key).map(|&at| &self.entries[at].1),
-            None => self.entries.iter().find_map(|(k, v)| (k == key).then_some(v)),
+            None => self
+                .entries
+                .iter()
+                .find_map(|(k, v)| (k == key).then_some(v)),
         }
     }
 

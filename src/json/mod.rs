@@ -2,8 +2,8 @@
 //! with each object's members kept in a list ([`Map`]) instead of serde_json's `IndexMap`.
 //!
 //! An AdmissionReview is a few hundred small maps. `IndexMap` hashes every key it reads
-//! with SipHash and allocates a table per map; with this model a Pod's review costs 17 %
-//! fewer instructions, the seed Job's 13 % (docs/BENCHMARKS.md, "The core's own JSON
+//! with SipHash and allocates a table per map; with this model a Pod's review costs 16 %
+//! fewer instructions, the seed Job's 12 % (docs/BENCHMARKS.md, "The core's own JSON
 //! model"). Numbers stay serde_json's `Number`, and text is read and written by
 //! serde_json, so what goes in and out is byte for byte what it was.
 //!

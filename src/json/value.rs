@@ -202,33 +202,19 @@ impl Value {
 
     /// The value at an RFC 6901 pointer, as serde_json's `pointer` finds it.
     pub fn pointer(&self, pointer: &str) -> Option<&Value> {
-        if pointer.is_empty() {
-            return Some(self);
-        }
-        let tokens = pointer.strip_prefix('/')?;
-        tokens.split('/').try_fold(self, |at, token| {
-            let token = unescape(token);
-            match at {
-                Value::Object(map) => map.get(&token),
-                Value::Array(elements) => elements.get(array_index(&token)?),
-                _ => None,
-            }
+        tokens(pointer)?.try_fold(self, |at, token| match at {
+            Value::Object(map) => map.get(&token),
+            Value::Array(elements) => elements.get(array_index(&token)?),
+            _ => None,
         })
     }
 
     /// The value at an RFC 6901 pointer, changeable.
     pub fn pointer_mut(&mut self, pointer: &str) -> Option<&mut Value> {
-        if pointer.is_empty() {
-            return Some(self);
-        }
-        let tokens = pointer.strip_prefix('/')?;
-        tokens.split('/').try_fold(self, |at, token| {
-            let token = unescape(token);
-            match at {
-                Value::Object(map) => map.get_mut(&token),
-                Value::Array(elements) => elements.get_mut(array_index(&token)?),
-                _ => None,
-            }
+        tokens(pointer)?.try_fold(self, |at, token| match at {
+            Value::Object(map) => map.get_mut(&token),
+            Value::Array(elements) => elements.get_mut(array_index(&token)?),
+            _ => None,
         })
     }
 
@@ -247,6 +233,15 @@ impl Value {
             Value::Object(_) => "object",
         }
     }
+}
+
+/// A pointer's tokens, unescaped: none for `""`, `None` unless it starts with `/`.
+fn tokens(pointer: &str) -> Option<impl Iterator<Item = std::borrow::Cow<'_, str>>> {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return None;
+    }
+    // `"".split('/')` yields one empty token, skipped like the one before the first `/`.
+    Some(pointer.split('/').skip(1).map(unescape))
 }
 
 fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
