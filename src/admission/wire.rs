@@ -210,10 +210,10 @@ mod tests {
         let mut ours = Vec::new();
         write_patch(&mut ours, &operations);
         let patch = Patch(operations);
-        let json_patchs = serde_json::to_vec(&patch.to_json_patch()).unwrap();
+        let theirs = serde_json::to_vec(&patch.to_json_patch()).unwrap();
         assert_eq!(
             String::from_utf8(ours.clone()).unwrap(),
-            String::from_utf8(json_patchs).unwrap()
+            String::from_utf8(theirs).unwrap()
         );
         assert_eq!(
             ours,
