@@ -5,31 +5,15 @@
 
 mod core_support;
 
-use core_support::{host_path_volume, job, mutate_with, scratch_container};
+use core_support::{
+    host_path_volume, job, mutate_with, pod_facts, pod_facts_with, scratch_container, seal_spec,
+};
 use prestop_injector::config::Config;
 use prestop_injector::mutation::seal::SEAL;
 use prestop_injector::mutation::Endpoint;
 use prestop_injector::reaper::derive::PodFacts;
 use prestop_injector::seal_keys::SealKeys;
 use serde_json::{json, Value};
-
-// The reaper reads the core's own JSON model (`prestop_injector::json`); these tests
-// build their pods as serde_json's, as the API server's clients do.
-fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
-    prestop_injector::reaper::derive::pod_facts(&pod.clone().into(), config)
-}
-
-fn pod_facts_with(pod: &Value, config: &Config, read_only_views_keep: bool) -> Option<PodFacts> {
-    prestop_injector::reaper::derive::pod_facts_with(
-        &pod.clone().into(),
-        config,
-        read_only_views_keep,
-    )
-}
-
-fn seal(keys: &SealKeys, namespace: &str, spec: &Value) -> Option<String> {
-    prestop_injector::mutation::seal::seal(keys, namespace, &spec.clone().into())
-}
 
 /// The webhook's and the reaper's: the same seal key (tests/reaper_seal.rs tests the seal).
 fn config() -> Config {
@@ -165,7 +149,7 @@ fn forged_with_hosts(volumes: Value, mounts: Value, targets: &[(&str, Option<&st
         }
     }
     let mut pod = unsealed(volumes, mounts, hook);
-    let sealed = seal(&config().seal, "evil", &pod["spec"]).unwrap();
+    let sealed = seal_spec(&config().seal, "evil", &pod["spec"]).unwrap();
     pod["metadata"]["annotations"][SEAL] = json!(sealed);
     pod
 }

@@ -2,16 +2,13 @@
 //! README) documents are the names the code uses — read from that page itself, so neither
 //! can change alone.
 
-use prestop_injector::config::Config;
-use prestop_injector::reaper::derive::PodFacts;
-use prestop_injector::reaper::metrics::REASONS;
-use serde_json::{json, Value};
+mod core_support;
 
-// The reaper reads the core's own JSON model (`prestop_injector::json`); these tests
-// build their pods as serde_json's, as the API server's clients do.
-fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
-    prestop_injector::reaper::derive::pod_facts(&pod.clone().into(), config)
-}
+use core_support::pod_facts;
+use prestop_injector::config::Config;
+use prestop_injector::reaper::metrics::REASONS;
+use serde_json::json;
+
 use std::collections::BTreeSet;
 
 fn reaper_doc() -> String {

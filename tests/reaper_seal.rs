@@ -6,7 +6,9 @@
 
 mod core_support;
 
-use core_support::{host_path_volume, job, mutate_with, request, scratch_container};
+use core_support::{
+    host_path_volume, job, mutate_with, pod_facts, request, scratch_container, seal_spec,
+};
 use prestop_injector::admission::Operation;
 use prestop_injector::config::Config;
 use prestop_injector::mutation::seal::SEAL;
@@ -14,16 +16,6 @@ use prestop_injector::mutation::{decide, Endpoint};
 use prestop_injector::reaper::derive::PodFacts;
 use prestop_injector::seal_keys::SealKeys;
 use serde_json::{json, Value};
-
-// The reaper reads the core's own JSON model (`prestop_injector::json`); these tests
-// build their pods as serde_json's, as the API server's clients do.
-fn pod_facts(pod: &Value, config: &Config) -> Option<PodFacts> {
-    prestop_injector::reaper::derive::pod_facts(&pod.clone().into(), config)
-}
-
-fn seal_spec(keys: &SealKeys, namespace: &str, spec: &Value) -> Option<String> {
-    prestop_injector::mutation::seal::seal(keys, namespace, &spec.clone().into())
-}
 
 const KEY: &str = "6b6579206f6620746865207765626869f66b206f6620746869732074657374";
 const OLD_KEY: &str = "b2xkIGtleSBvZiB0aGUgd2ViaG9vaywgYmVmb3JlIHJvdGF0aW9uISE=";

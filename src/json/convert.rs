@@ -41,8 +41,8 @@ impl<'de> Deserialize<'de> for Map<String, Value> {
         match Value::deserialize(deserializer)? {
             Value::Object(map) => Ok(map),
             other => Err(serde::de::Error::custom(format!(
-                "invalid type: {}, expected a map",
-                other.kind_name()
+                "invalid type: {}, expected an object",
+                other.kind()
             ))),
         }
     }
@@ -109,19 +109,6 @@ impl<'de> Visitor<'de> for ValueVisitor {
             map.insert(key, value);
         }
         Ok(Value::Object(map))
-    }
-}
-
-impl Value {
-    fn kind_name(&self) -> &'static str {
-        match self {
-            Value::Null => "null",
-            Value::Bool(_) => "boolean",
-            Value::Number(_) => "number",
-            Value::String(_) => "string",
-            Value::Array(_) => "sequence",
-            Value::Object(_) => "map",
-        }
     }
 }
 

@@ -109,18 +109,17 @@ impl<V> Map<String, V> {
 
     /// Removes `key`, keeping the order of the others.
     pub fn shift_remove(&mut self, key: &str) -> Option<V> {
-        let at = self.position(key)?;
-        let (_, value) = self.entries.remove(at);
-        if self.index.is_some() {
-            self.reindex();
-        }
-        Some(value)
+        self.remove_by(key, Vec::remove)
     }
 
     /// Removes `key`, moving the last member into its place.
     pub fn swap_remove(&mut self, key: &str) -> Option<V> {
+        self.remove_by(key, Vec::swap_remove)
+    }
+
+    fn remove_by(&mut self, key: &str, take: Take<V>) -> Option<V> {
         let at = self.position(key)?;
-        let (_, value) = self.entries.swap_remove(at);
+        let (_, value) = take(&mut self.entries, at);
         if self.index.is_some() {
             self.reindex();
         }
@@ -173,6 +172,9 @@ impl<V> Map<String, V> {
         self.entries.iter_mut().map(|(_, v)| v)
     }
 }
+
+/// Takes the member at a position out of the list: `Vec::remove` or `Vec::swap_remove`.
+type Take<V> = fn(&mut Vec<(String, V)>, usize) -> (String, V);
 
 // Named types rather than `impl Iterator`, which the borrow checker takes to borrow the map
 // until they are dropped (`if let Some(k) = map.keys().next().cloned() { map.remove(&k) }`).
@@ -322,5 +324,43 @@ impl<V> IntoIterator for Map<String, V> {
 
     fn into_iter(self) -> Self::IntoIter {
         self.entries.into_iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Map, LINEAR_LIMIT};
+
+    /// The index that keeps a tenant's large map from costing the square of its size:
+    /// kept past the threshold, right after every kind of write, dropped below it.
+    #[test]
+    fn the_index_is_there_past_the_threshold_and_right() {
+        let mut map: Map<String, u32> = Map::new();
+        let holds = |map: &Map<String, u32>| {
+            let index = map.index.as_ref().expect("an index past the threshold");
+            index.len() == map.len()
+                && map
+                    .entries
+                    .iter()
+                    .enumerate()
+                    .all(|(at, (k, _))| index[k] == at)
+        };
+        for n in 0..=LINEAR_LIMIT as u32 {
+            assert!(map.index.is_none(), "no index at {n} members");
+            map.insert(format!("k{n}"), n);
+        }
+        assert!(holds(&map));
+        *map.entry("late").or_insert(0) += 1;
+        map.insert("k3".into(), 30);
+        assert!(holds(&map));
+        map.swap_remove("k0");
+        assert!(holds(&map));
+        map.shift_remove("k1");
+        assert_eq!(map.len(), LINEAR_LIMIT);
+        assert!(map.index.is_none(), "dropped at the threshold");
+        map.insert("again".into(), 1);
+        assert!(holds(&map));
+        map.retain(|k, _| k != "again");
+        assert!(map.index.is_none());
     }
 }

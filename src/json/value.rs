@@ -223,7 +223,8 @@ impl Value {
         std::mem::take(self)
     }
 
-    fn kind(&self) -> &'static str {
+    /// What the value is, for messages.
+    pub(super) fn kind(&self) -> &'static str {
         match self {
             Value::Null => "null",
             Value::Bool(_) => "boolean",

@@ -315,3 +315,36 @@ pub fn fixed_without_agent(container: &str, path: &str) -> String {
          nodeAgent): only a per-pod directory is; use subPathExpr: $(POD_UID)"
     )
 }
+
+// The reaper and the seal read the core's own JSON model (`prestop_injector::json`);
+// these tests build their pods as serde_json's, as the API server's clients do.
+
+/// `reaper::derive::pod_facts` on a serde_json pod.
+pub fn pod_facts(
+    pod: &Value,
+    config: &Config,
+) -> Option<prestop_injector::reaper::derive::PodFacts> {
+    prestop_injector::reaper::derive::pod_facts(&pod.clone().into(), config)
+}
+
+/// `reaper::derive::pod_facts_with` on a serde_json pod.
+pub fn pod_facts_with(
+    pod: &Value,
+    config: &Config,
+    read_only_views_keep: bool,
+) -> Option<prestop_injector::reaper::derive::PodFacts> {
+    prestop_injector::reaper::derive::pod_facts_with(
+        &pod.clone().into(),
+        config,
+        read_only_views_keep,
+    )
+}
+
+/// `mutation::seal::seal` of a serde_json pod spec.
+pub fn seal_spec(
+    keys: &prestop_injector::seal_keys::SealKeys,
+    namespace: &str,
+    spec: &Value,
+) -> Option<String> {
+    prestop_injector::mutation::seal::seal(keys, namespace, &spec.clone().into())
+}
