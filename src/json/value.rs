@@ -237,16 +237,37 @@ impl Value {
 }
 
 /// A pointer's tokens, unescaped: none for `""`, `None` unless it starts with `/`.
-fn tokens(pointer: &str) -> Option<impl Iterator<Item = std::borrow::Cow<'_, str>>> {
-    if !pointer.is_empty() && !pointer.starts_with('/') {
-        return None;
+fn tokens(pointer: &str) -> Option<Tokens<'_>> {
+    match pointer.strip_prefix('/') {
+        Some(rest) => Some(Tokens { rest: Some(rest) }),
+        None if pointer.is_empty() => Some(Tokens { rest: None }),
+        None => None,
     }
-    // `"".split('/')` yields one empty token, skipped like the one before the first `/`.
-    Some(pointer.split('/').skip(1).map(unescape))
+}
+
+/// The tokens of a pointer after its first `/`, split byte by byte: the core looks up a
+/// few dozen short pointers a review, where `str::split`'s searcher costs more than
+/// the scan.
+struct Tokens<'p> {
+    rest: Option<&'p str>,
+}
+
+impl<'p> Iterator for Tokens<'p> {
+    type Item = std::borrow::Cow<'p, str>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.rest?;
+        let (token, tail) = match rest.bytes().position(|b| b == b'/') {
+            Some(end) => (&rest[..end], Some(&rest[end + 1..])),
+            None => (rest, None),
+        };
+        self.rest = tail;
+        Some(unescape(token))
+    }
 }
 
 fn unescape(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains('~') {
+    if token.bytes().any(|b| b == b'~') {
         token.replace("~1", "/").replace("~0", "~").into()
     } else {
         token.into()
