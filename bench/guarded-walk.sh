@@ -7,6 +7,7 @@
 #
 #   bench/guarded-walk.sh OLD_BIN NEW_BIN        each binary is a prestop-clean
 #   DELAY=0.08 N=100000 ROUNDS=3 bench/guarded-walk.sh OLD_BIN NEW_BIN
+#   DEADLINE=20 ...      the hook's --deadline (a walk that never ends is cut off there)
 # Needs: root (a tmpfs in /dev/shm), python3, bc.
 set -euo pipefail
 N=${N:-100000}
@@ -43,6 +44,7 @@ stand_in=$!
 trap 'kill $stand_in 2>/dev/null; rm -rf "$work"' EXIT
 until [[ -S $agent ]]; do sleep 0.05; done
 tree() {
+  rm -rf "$work/t" # what a cut-off walk left
   mkdir -p "$work/t"
   for d in $(seq 0 $((N / 1000 - 1))); do
     mkdir "$work/t/d$d"
@@ -53,7 +55,7 @@ for round in $(seq "$ROUNDS"); do
   for bin in "${bins[@]}"; do
     tree
     start=$(date +%s.%N)
-    "$bin" hook --node-agent "$agent" --target "$work/t" --host "$work/t" --whole-filesystem \
+    "$bin" hook ${DEADLINE:+--deadline "$DEADLINE"} --node-agent "$agent" --target "$work/t" --host "$work/t" --whole-filesystem \
       2>"$work/err" || true
     end=$(date +%s.%N)
     line=$(grep -v "did not record" "$work/err" | tail -1)

@@ -11,8 +11,12 @@
 //! question was asked. An answer that is late (an agent slowed by a busy node, a client
 //! waiting out a `busy`) pauses the walk at its next entry until it comes, so a new user
 //! never loses more than the walk removes in one lease, however slow the agent is
-//! (SPEC §4: "stopped within 100 ms of a new user"). Before, the walk went on for as long
-//! as the question was on its way: seconds.
+//! (SPEC §4: "stopped within 100 ms of a new user"), and a bounded number of entries
+//! besides: a `same` that comes after its own lease ran out lets the walk remove
+//! [`LATE_GRANT`](crate::lease::LATE_GRANT) entries. Before, the walk went on for as long
+//! as the question was on its way (seconds); and then, with leases but no grant, a walk
+//! whose agent answered slower than one lease removed nothing at all, a directory never
+//! emptied (docs/ROBUSTNESS.md, 6.1).
 //!
 //! Only a target the agent cleared is guarded: without an agent (the strict per-pod rule)
 //! there is nobody to ask, and the rule never depended on the instant.
@@ -66,6 +70,7 @@ pub(crate) fn walk_holding(
 ) -> Report {
     // The answer the walk starts on holds from the instant it was asked for.
     let generation = lease::begin(asked + LEASE);
+    lease::grant(generation, late_grant(asked));
     let guard = Arc::new(Guard {
         generation,
         socket: question.socket.unwrap_or_default().to_owned(),
@@ -169,6 +174,7 @@ impl Guard {
             None => {
                 *starved = None;
                 lease::renew(self.generation, *asked + LEASE);
+                lease::grant(self.generation, late_grant(*asked));
                 return;
             }
             Some(Withdrawn::NoDescriptor(why)) => {
@@ -190,6 +196,18 @@ impl Guard {
             *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
             lease::withdraw(self.generation);
         }
+    }
+}
+
+/// What a `same` asked at `asked` grants beyond its lease: [`lease::LATE_GRANT`] entries
+/// when it came after the lease ran out, so that a walk goes on at the agent's pace
+/// however slow it is; none when it came in time (what was left of an earlier grant
+/// goes too).
+fn late_grant(asked: Instant) -> u64 {
+    if asked.elapsed() > LEASE {
+        lease::LATE_GRANT
+    } else {
+        0
     }
 }
 

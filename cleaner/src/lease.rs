@@ -5,6 +5,14 @@
 //!
 //! Each guarded walk has a generation; a guard's thread that outlives its walk (it is
 //! never waited for) can then neither stop nor extend the next walk, guarded or not.
+//!
+//! A `same` that comes after its lease has run out (an agent slower than [`LEASE`] on a
+//! node under load) still lets the walk remove [`LATE_GRANT`] entries ([`grant`]).
+//! Without it such a walk removed nothing at all: each answer renewed a lease already
+//! over, and the directory stayed full until the deadline cut the hook off (seen in CI:
+//! 67 `same` answers in 38 s, 0 entries removed).
+//!
+//! [`LEASE`]: crate::hold::LEASE
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -18,6 +26,18 @@ static IN_FORCE: AtomicU64 = AtomicU64::new(0);
 static WITHDRAWN: AtomicU64 = AtomicU64::new(0);
 /// The last generation handed out.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+/// Entries the walk may still remove on its last late answer: the generation in the high
+/// bits, the count in the low [`UNTIL_BITS`].
+static GRANTED: AtomicU64 = AtomicU64::new(0);
+
+/// Entries one late `same` lets the walk remove (checks, precisely: an entry listed at
+/// the target's top takes one to be read and one to be removed). A small part of what one
+/// lease lets a walk remove at full speed (100,100 entries took 0.61 s on tmpfs,
+/// docs/BENCHMARKS.md: some 16,000 in a lease), so the walk's pace follows the agent's:
+/// about 2,000 entries per answer, however slow. A new user loses at most what one lease
+/// covers and two grants (the one being used when it came, and that of the one answer on
+/// its way).
+pub(crate) const LATE_GRANT: u64 = 4096;
 const UNTIL_BITS: u32 = 40;
 const UNTIL: u64 = (1 << UNTIL_BITS) - 1;
 
@@ -41,6 +61,35 @@ pub(crate) fn begin(until: Instant) -> u64 {
 /// Extends `generation`'s lease to `until`, unless another walk is guarded by now.
 pub(crate) fn renew(generation: u64, until: Instant) {
     set(generation, millis(until));
+}
+
+/// `generation`'s walk heard `same` after that answer's lease ran out: it may remove
+/// `entries` more while it waits for the next one (in place of what is left of an
+/// earlier grant, never added to it). A guard that outlived its walk cannot grant a
+/// later walk anything.
+pub(crate) fn grant(generation: u64, entries: u64) {
+    let _ = GRANTED.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+        granted(word, generation, entries)
+    });
+}
+
+/// `word` with `generation`'s grant of `entries`; `None` when a later walk's is there.
+fn granted(word: u64, generation: u64, entries: u64) -> Option<u64> {
+    (word >> UNTIL_BITS <= generation).then_some(generation << UNTIL_BITS | entries.min(UNTIL))
+}
+
+/// Takes one entry of `generation`'s grant; false when none is left.
+fn take_granted(generation: u64) -> bool {
+    GRANTED
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |word| {
+            taken(word, generation)
+        })
+        .is_ok()
+}
+
+/// `word` with one entry of `generation`'s grant taken; `None` when it has none.
+fn taken(word: u64, generation: u64) -> Option<u64> {
+    (word >> UNTIL_BITS == generation && word & UNTIL > 0).then(|| word - 1)
 }
 
 /// `generation`'s lease holds until its walk ends (the walk asks itself, between two
@@ -83,7 +132,8 @@ pub(crate) fn is_withdrawn(generation: u64) -> bool {
 
 /// Whether the walk must stop at this entry because the agent withdrew its answer.
 /// While the last `same` no longer holds and no newer answer has come, it waits here for
-/// one (or for `stop`, the deadline): the walk removes nothing on an answer that is late.
+/// one (or for `stop`, the deadline): the walk removes nothing past its lease but what a
+/// late answer granted.
 pub(crate) fn stops_the_walk(stop: &AtomicBool) -> bool {
     let mut waited = false;
     loop {
@@ -96,6 +146,7 @@ pub(crate) fn stops_the_walk(stop: &AtomicBool) -> bool {
             Verdict::Go => return false,
             Verdict::Stop => return true,
             Verdict::Wait if stop.load(Ordering::SeqCst) => return true,
+            Verdict::Wait if take_granted(word >> UNTIL_BITS) => return false,
             Verdict::Wait if waited => std::thread::sleep(Duration::from_millis(1)),
             Verdict::Wait => {
                 waited = true;
@@ -121,7 +172,10 @@ fn verdict(word: u64, withdrawn: u64, now: u64) -> Verdict {
         Verdict::Go
     } else if withdrawn == generation {
         Verdict::Stop
-    } else if until == UNTIL || now <= until {
+    } else if until == UNTIL || now < until {
+        // Strictly before: both are whole milliseconds, rounded down, and an instant
+        // before the epoch (a lease over before the first walk began) is 0, which then
+        // holds for no millisecond at all.
         Verdict::Go
     } else {
         Verdict::Wait
@@ -140,12 +194,31 @@ mod tests {
 
     #[test]
     fn a_lease_holds_until_its_time_then_the_walk_waits() {
-        assert_eq!(verdict(word(G, 100), 0, 100), Verdict::Go);
-        assert_eq!(verdict(word(G, 100), 0, 101), Verdict::Wait);
+        assert_eq!(verdict(word(G, 100), 0, 99), Verdict::Go);
+        assert_eq!(verdict(word(G, 100), 0, 100), Verdict::Wait);
+        // A lease that ran out before the epoch holds for no millisecond: the first walk
+        // of a process went on for its first millisecond on an answer already late.
+        assert_eq!(verdict(word(G, 0), 0, 0), Verdict::Wait);
         assert_eq!(verdict(word(G, 100), G, 50), Verdict::Stop);
         // No walk guarded, or another generation withdrawn: no effect.
         assert_eq!(verdict(0, G, 1_000), Verdict::Go);
         assert_eq!(verdict(word(G, 100), G - 1, 50), Verdict::Go);
+    }
+
+    /// A late answer's grant is used up one entry at a time, replaced (never added to)
+    /// by the next, and is its own walk's only: a guard that outlived its walk grants the
+    /// next walk nothing, nor takes its grant away.
+    #[test]
+    fn a_grant_is_counted_replaced_and_kept_to_its_walk() {
+        let two = word(G, 2);
+        let one = taken(two, G).unwrap();
+        assert_eq!(one, word(G, 1));
+        assert_eq!(taken(taken(one, G).unwrap(), G), None);
+        assert_eq!(taken(two, G + 1), None);
+        assert_eq!(granted(one, G, 256), Some(word(G, 256)));
+        assert_eq!(granted(one, G, 0), Some(word(G, 0)));
+        assert_eq!(granted(word(G + 1, 5), G, 256), None);
+        assert_eq!(granted(two, G + 1, 256), Some(word(G + 1, 256)));
     }
 
     /// The walk that asks itself (no thread) holds its lease for the whole walk: an
