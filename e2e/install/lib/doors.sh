@@ -206,6 +206,9 @@ agent_not_wedged() {
       -o jsonpath='{range .items[*]}{.type} {.message}{"\n"}{end}' 2>/dev/null | grep -q "^Normal emptied "
   }
   expect "its report is a Normal PrestopCleanup Event on the pod" wait_for 30 cleaned_event
+  # How long its walk took under the tenants' load (a slow agent sets the walk's pace).
+  log "doors: the other pod's report: $(k get events --field-selector "involvedObject.name=door-other,reason=PrestopCleanup" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' 2>/dev/null | head -n 1)"
   agent_log_since "$agent_pod" "$t0" >"$WORK/doors-agent.log"
   expect "the agent answered it 'same' (its log)" \
     grep -qE "pod $other_uid: [^ ]*/scratch/doors/other: same" "$WORK/doors-agent.log"
