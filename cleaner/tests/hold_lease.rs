@@ -85,6 +85,13 @@ impl Agent {
         });
         Agent { _dir: dir, socket }
     }
+    /// Every question, the first included, answered `answer(n)` after `delay`.
+    fn late(delay: Duration, answer: impl Fn(usize) -> &'static str + Send + 'static) -> Agent {
+        Agent::answering(move |n| {
+            std::thread::sleep(delay);
+            answer(n).to_owned()
+        })
+    }
     fn question(&self) -> Question<'_> {
         Question {
             socket: Some(self.socket.to_str().expect("utf-8")),
@@ -153,10 +160,7 @@ fn a_late_answer_pauses_the_walk_and_a_new_user_stops_it() {
 fn answers_slower_than_a_lease_still_empty_the_directory() {
     let _one = one_at_a_time();
     let tree = Tree::new(20_000);
-    let agent = Agent::answering(|_| {
-        std::thread::sleep(Duration::from_millis(150));
-        "same\n".to_owned()
-    });
+    let agent = Agent::late(Duration::from_millis(150), |_| "same\n");
     let (tell, told) = std::sync::mpsc::channel();
     let target = tree.target();
     let socket = agent.socket.to_str().expect("utf-8").to_owned();
@@ -183,12 +187,11 @@ fn answers_slower_than_a_lease_still_empty_the_directory() {
 fn a_late_answer_grants_a_bounded_number_of_entries() {
     let _one = one_at_a_time();
     let tree = Tree::new(20_000);
-    let agent = Agent::answering(|n| {
-        std::thread::sleep(Duration::from_millis(200));
+    let agent = Agent::late(Duration::from_millis(200), |n| {
         if n < 2 {
-            "same\n".to_owned()
+            "same\n"
         } else {
-            "in-use: a new pod on the node reaches it\n".to_owned()
+            "in-use: a new pod on the node reaches it\n"
         }
     });
     let report = clean_target_with_progress(&tree.target(), agent.question(), 1, &|_, _| ());
