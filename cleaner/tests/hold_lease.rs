@@ -159,24 +159,36 @@ fn a_late_answer_pauses_the_walk_and_a_new_user_stops_it() {
 #[test]
 fn answers_slower_than_a_lease_still_empty_the_directory() {
     let _one = one_at_a_time();
-    let tree = Tree::new(20_000);
-    let agent = Agent::late(Duration::from_millis(150), |_| "same\n");
-    let (tell, told) = std::sync::mpsc::channel();
-    let target = tree.target();
-    let socket = agent.socket.to_str().expect("utf-8").to_owned();
-    std::thread::spawn(move || {
-        let question = Question {
-            socket: Some(&socket),
-            pod_ending: false,
-        };
-        let _ = tell.send(clean_target_with_progress(&target, question, 1, &|_, _| ()));
-    });
-    // About ten late answers' grants: a second and a half.
-    let report = told
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the walk ends within 60 s (it waited for ever)");
-    assert_eq!(report.outcome, Outcome::Emptied, "{:?}", report.outcome);
-    assert_eq!((report.removed, tree.left()), (20_000, 0));
+    for jobs in [1, 4] {
+        let tree = Tree::new(20_000);
+        let agent = Agent::late(Duration::from_millis(150), |_| "same\n");
+        let (tell, told) = std::sync::mpsc::channel();
+        let target = tree.target();
+        let socket = agent.socket.to_str().expect("utf-8").to_owned();
+        std::thread::spawn(move || {
+            let question = Question {
+                socket: Some(&socket),
+                pod_ending: false,
+            };
+            let _ = tell.send(clean_target_with_progress(
+                &target,
+                question,
+                jobs,
+                &|_, _| (),
+            ));
+        });
+        // About ten late answers' grants: a second and a half.
+        let report = told
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the walk ends within 60 s (it waited for ever)");
+        assert_eq!(
+            report.outcome,
+            Outcome::Emptied,
+            "{jobs} workers: {:?}",
+            report.outcome
+        );
+        assert_eq!((report.removed, tree.left()), (20_000, 0), "{jobs} workers");
+    }
 }
 
 /// What a late `same` allows is bounded: with every answer late, the walk removes at
@@ -186,27 +198,30 @@ fn answers_slower_than_a_lease_still_empty_the_directory() {
 #[test]
 fn a_late_answer_grants_a_bounded_number_of_entries() {
     let _one = one_at_a_time();
-    let tree = Tree::new(20_000);
-    let agent = Agent::late(Duration::from_millis(200), |n| {
-        if n < 2 {
-            "same\n"
-        } else {
-            "in-use: a new pod on the node reaches it\n"
-        }
-    });
-    let report = clean_target_with_progress(&tree.target(), agent.question(), 1, &|_, _| ());
-    assert!(
-        matches!(&report.outcome, Outcome::Skipped(why)
-            if why.contains("stopped during the walk") && why.contains("a new pod on the node reaches it")),
-        "{:?}",
-        report.outcome
-    );
-    let removed = 20_000 - tree.left();
-    assert_eq!(report.removed as usize, removed);
-    assert!(
-        (2_048..=8_192).contains(&removed),
-        "{removed} entries removed"
-    );
+    // One worker, and four sharing the grants.
+    for jobs in [1, 4] {
+        let tree = Tree::new(20_000);
+        let agent = Agent::late(Duration::from_millis(200), |n| {
+            if n < 2 {
+                "same\n"
+            } else {
+                "in-use: a new pod on the node reaches it\n"
+            }
+        });
+        let report = clean_target_with_progress(&tree.target(), agent.question(), jobs, &|_, _| ());
+        assert!(
+            matches!(&report.outcome, Outcome::Skipped(why)
+                if why.contains("stopped during the walk") && why.contains("a new pod on the node reaches it")),
+            "{jobs} workers: {:?}",
+            report.outcome
+        );
+        let removed = 20_000 - tree.left();
+        assert_eq!(report.removed as usize, removed, "{jobs} workers");
+        assert!(
+            (2_048..=8_192).contains(&removed),
+            "{jobs} workers: {removed} entries removed"
+        );
+    }
 }
 
 /// An agent that answers every question at once keeps the walk going to the end however
