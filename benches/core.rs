@@ -10,7 +10,7 @@ use prestop_injector::mutation::Endpoint;
 
 // The same allocator as the binary, so the figure is the one the server sees.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: prestop_alloc::Allocator = prestop_alloc::Allocator;
 
 const SEED_REVIEW: &str = include_str!("../examples/review-job-worker.json");
 /// The quick start's config: the seed Job's scratch prefix allowed, so it is cleaned.

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 // The same allocator as the binary, so the figures are the ones the server sees.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: prestop_alloc::Allocator = prestop_alloc::Allocator;
 
 const CONTAINERS: [usize; 3] = [1, 10, 100];
 const KIB: [usize; 6] = [1, 4, 16, 64, 256, 1024];

@@ -24,4 +24,4 @@ fn main() {
 }
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: prestop_alloc::Allocator = prestop_alloc::Allocator;

@@ -3,9 +3,10 @@ use prestop_injector::{cli, node_agent, reaper, server};
 use std::process::ExitCode;
 
 // Every review parses, clones and drops a tree of small JSON values; mimalloc's
-// size-class free lists cut the core's time per review by about a quarter.
+// size-class free lists cut the core's time per review by about a quarter, and asking it
+// for plain blocks where they are aligned enough another 3 % (allocator/src/lib.rs).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: prestop_alloc::Allocator = prestop_alloc::Allocator;
 
 /// Kubernetes admission webhook that injects safe preStop cleanup of hostPath scratch
 /// directories, raises the grace period to cover it, and fixes `bash` in sh-only images.

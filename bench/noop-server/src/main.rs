@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 
 // As in prestop-injector: the allocator is part of what a request costs.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: prestop_alloc::Allocator = prestop_alloc::Allocator;
 
 /// An allowed AdmissionReview without a patch: small and valid, so a client that checks
 /// the answer sees a well-formed one.
