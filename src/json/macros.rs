@@ -1,6 +1,7 @@
 //! `json!` for [`Value`](super::Value): serde_json's macro (MIT or Apache-2.0, serde_json
 //! 1.0.154 `src/macros.rs`), its paths pointed at this module. Every literal is built
-//! straight into our `Value`; an expression goes through [`to_value`](super::to_value).
+//! straight into our `Value`, and so is an expression, by [`ToJson`](super::ToJson) (a
+//! type without it goes through [`to_value`](super::to_value) by hand).
 
 /// A [`Value`](crate::json::Value) from JSON-like tokens, as `serde_json::json!` builds its own.
 #[macro_export]
@@ -218,9 +219,9 @@ macro_rules! json_value_internal {
         })
     };
 
-    // Any Serialize type: numbers, strings, struct literals, variables etc.
-    // Must be below every other rule.
+    // Any expression of a type the model takes as it is (`convert::ToJson`): numbers,
+    // strings, values, lists and options of them. Must be below every other rule.
     ($other:expr) => {
-        $crate::json::to_value(&$other).unwrap()
+        $crate::json::ToJson::to_json(&$other)
     };
 }

@@ -17,7 +17,7 @@ pub mod patch;
 mod value;
 
 pub use crate::json_value as json;
-pub use convert::{from_value, to_value};
+pub use convert::{from_value, to_value, ToJson};
 pub use map::{Entry, Map};
 pub use serde_json::Number;
 pub use value::{Index, Value};

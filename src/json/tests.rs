@@ -183,6 +183,35 @@ fn the_macro_as_serde_jsons() {
     assert_eq!(ours.to_string(), theirs.to_string());
 }
 
+/// An expression in `json!` is built straight into the model (`ToJson`), as serde_json
+/// would have serialised it: every type `ToJson` takes, nested, at the limits of its numbers.
+#[test]
+fn expressions_build_what_serde_json_serialises() {
+    fn both<T: super::ToJson + serde::Serialize + ?Sized>(value: &T) {
+        let ours = json!(value);
+        let theirs = Value::from(serde_json::to_value(value).unwrap());
+        assert_eq!(ours, theirs);
+        assert_eq!(ours.to_string(), theirs.to_string());
+    }
+    both("tab\t \"quoted\" \u{1F600}");
+    both(&String::from("owned"));
+    both(&[
+        String::from("/usr/local/bin/prestop-clean"),
+        "install".into(),
+    ]);
+    both(&vec![Some(1u8), None, Some(u8::MAX)]);
+    both(&[i64::MIN, -1, 0, i64::MAX]);
+    both(&[u64::MAX, usize::MAX as u64]);
+    both(&[i8::MIN as i32, i16::MIN as i32, i32::MIN]);
+    both(&[0.5f64, -0.0, 1e300, f64::NAN, f64::INFINITY]);
+    both(&[true, false]);
+    both(&vec![vec!["a", "b"], vec![]]);
+    both(&serde_json::json!({"z": 1, "a": [null, {"b": "c"}]}));
+    let value = json!({"z": 1, "a": [null, {"b": "c"}]});
+    assert_eq!(json!(value), value);
+    assert_eq!(json!(value.as_object().unwrap()), value);
+}
+
 /// A map far past the threshold: every member found, in order, after removals.
 #[test]
 fn a_large_map_keeps_its_index() {
