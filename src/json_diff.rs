@@ -9,7 +9,7 @@
 //!   and only copied for an operation that is emitted.
 
 use crate::json::patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
-use crate::json::{Map, Value};
+use crate::json::{same_key, Map, Value};
 
 /// The operations that turn `left` into `right`: `json_patch::diff(left, right).0`.
 pub fn diff(left: &Value, right: &Value) -> Vec<PatchOperation> {
@@ -42,7 +42,7 @@ pub fn same_in_order(left: &Value, right: &Value) -> bool {
                 && left
                     .iter()
                     .zip(right)
-                    .all(|((lk, lv), (rk, rv))| lk == rk && same_in_order(lv, rv))
+                    .all(|((lk, lv), (rk, rv))| same_key(lk, rk) && same_in_order(lv, rv))
         }
         (Value::Array(left), Value::Array(right)) => {
             left.len() == right.len() && left.iter().zip(right).all(|(l, r)| same_in_order(l, r))
@@ -144,7 +144,9 @@ impl Walk {
         for (key, right_value) in right.iter_mut() {
             let beside = left_in_order.next();
             let left_value = match beside {
-                Some((left_key, left_value)) if in_step && left_key == key => Some(left_value),
+                Some((left_key, left_value)) if in_step && same_key(left_key, key) => {
+                    Some(left_value)
+                }
                 _ => {
                     in_step = false;
                     left.get(key)

@@ -51,7 +51,7 @@ impl<V> Map<String, V> {
     fn position(&self, key: &str) -> Option<usize> {
         match &self.index {
             Some(index) => index.get(key).copied(),
-            None => self.entries.iter().position(|(k, _)| k == key),
+            None => self.entries.iter().position(|(k, _)| same_key(k, key)),
         }
     }
 
@@ -61,7 +61,7 @@ impl<V> Map<String, V> {
             None => self
                 .entries
                 .iter()
-                .find_map(|(k, v)| (k == key).then_some(v)),
+                .find_map(|(k, v)| same_key(k, key).then_some(v)),
         }
     }
 
@@ -71,7 +71,7 @@ impl<V> Map<String, V> {
             None => self
                 .entries
                 .iter_mut()
-                .find_map(|(k, v)| (k == key).then_some(v)),
+                .find_map(|(k, v)| same_key(k, key).then_some(v)),
         }
     }
 
@@ -174,6 +174,28 @@ impl<V> Map<String, V> {
 }
 
 /// Takes the member at a position out of the list: `Vec::remove` or `Vec::swap_remove`.
+/// `a == b` for the keys objects are made of, most of them under 16 bytes, without a
+/// call to `memcmp` for each: a map of n members read from the wire compares each new key
+/// with the ones before it, and every lookup scans the members (~6 k instructions a seed
+/// review went to `memcmp`). Two loads from each end, overlapping, cover a short key.
+#[inline]
+pub(crate) fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |bytes: &[u8], at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+    let half = |bytes: &[u8], at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+    match len {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[len / 2] == b[len / 2] && a[len - 1] == b[len - 1],
+        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        _ => a == b,
+    }
+}
+
 type Take<V> = fn(&mut Vec<(String, V)>, usize) -> (String, V);
 
 // Named types rather than `impl Iterator`, which the borrow checker takes to borrow the map
@@ -329,7 +351,7 @@ impl<V> IntoIterator for Map<String, V> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Map, LINEAR_LIMIT};
+    use super::{same_key, Map, LINEAR_LIMIT};
 
     /// The index that keeps a tenant's large map from costing the square of its size:
     /// kept past the threshold, right after every kind of write, dropped below it.
@@ -362,5 +384,33 @@ mod tests {
         assert!(holds(&map));
         map.retain(|k, _| k != "again");
         assert!(map.index.is_none());
+    }
+
+    /// `same_key` is `==`: every pair of keys up to 20 bytes that differ in one byte at
+    /// any place (each end, each load's seam), or in length, or not at all.
+    #[test]
+    fn keys_compare_as_equality_does() {
+        let mut compared = 0;
+        for len in 0..=20usize {
+            let key: Vec<u8> = (0..len).map(|i| b'a' + i as u8).collect();
+            let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).unwrap();
+            assert!(same_key(&text(&key), &text(&key)));
+            for at in 0..len {
+                for byte in [b'A', b'a' + at as u8 + 1, 0x7f] {
+                    let mut other = key.clone();
+                    other[at] = byte;
+                    let (a, b) = (text(&key), text(&other));
+                    assert_eq!(same_key(&a, &b), a == b, "{a:?} {b:?}");
+                    assert_eq!(same_key(&b, &a), a == b, "{a:?} {b:?}");
+                    compared += 1;
+                }
+            }
+            let longer = text(&[&key[..], b"x"].concat());
+            assert!(!same_key(&text(&key), &longer));
+            assert!(!same_key(&longer, &text(&key)));
+        }
+        assert!(same_key("", ""));
+        assert!(!same_key("é", "e\u{301}"));
+        assert_eq!(compared, 630);
     }
 }

@@ -18,6 +18,7 @@ mod value;
 
 pub use crate::json_value as json;
 pub use convert::{from_value, to_value, ToJson};
+pub(crate) use map::same_key;
 pub use map::{Entry, Map};
 pub use serde_json::Number;
 pub use value::{Index, Value};
