@@ -89,6 +89,13 @@ impl<V> Map<String, V> {
         None
     }
 
+    /// Appends a member whose key the caller knows is not there yet (see
+    /// `convert::key_mark`), without looking for it first.
+    pub(crate) fn push_new(&mut self, key: String, value: V) {
+        debug_assert!(!self.contains_key(&key), "{key:?} is there already");
+        self.push(key, value);
+    }
+
     fn push(&mut self, key: String, value: V) {
         let at = self.entries.len();
         if let Some(index) = &mut self.index {
