@@ -308,3 +308,39 @@ proptest! {
         prop_assert_eq!(sidecar_targets(&sidecar_argv(&shell, &targets)), Some(targets));
     }
 }
+
+/// A container is our sidecar by its whole command, whatever its length: the short
+/// commands `is_our_sidecar` passes over without reading (empty, `sh -c`) are not, and
+/// each sidecar we write, program and shell, is, down to no target at all (the
+/// program's is then two words: why a command that starts with it is always read).
+#[test]
+fn our_sidecar_by_its_command_short_ones_included() {
+    use crate::json::{json, Value};
+    let container = |argv: Vec<String>| json!({"name": "x", "command": argv});
+    for argv in [
+        vec![],
+        strings(&[IMAGE_PROGRAM]),
+        strings(&[IMAGE_PROGRAM, "hook"]),
+        strings(&["/bin/sh", "-c", "sleep 1"]),
+    ] {
+        assert!(!ours::is_our_sidecar(&container(argv.clone())), "{argv:?}");
+    }
+    assert!(!ours::is_our_sidecar(&json!({"command": []})));
+    assert!(!ours::is_our_sidecar(&json!({"command": [1, 2, 3, 4]})));
+    assert!(!ours::is_our_sidecar(&json!({"name": "x"})));
+    let targets = vec![Target::on_host("/a", "/mnt/a")];
+    for sidecar in [
+        program_sidecar_argv(&targets, None, false),
+        program_sidecar_argv(&[], None, false),
+        sidecar_argv("/bin/sh", &strings(&["/a", "/b"])),
+        sidecar_argv("/bin/sh", &[]),
+    ] {
+        assert_eq!(
+            ours::is_our_sidecar(&container(sidecar.clone())),
+            sidecar_targets(&sidecar).is_some(),
+            "{sidecar:?}"
+        );
+        let value: Value = container(sidecar.clone());
+        assert!(ours::is_our_sidecar(&value), "{sidecar:?}");
+    }
+}
