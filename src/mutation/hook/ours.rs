@@ -29,7 +29,7 @@ pub(in crate::mutation) fn is_our_sidecar(container: &Value) -> bool {
         .get("command")
         .and_then(Value::as_array)
         // Not copied to be read when it cannot be one: the shell sidecar has at least four
-        // words, the program's starts with it (what `sidecar_identified_targets` reads).
+        // words, the program sidecar's starts with the program (see `sidecar_identified_targets`).
         .filter(|argv| argv.len() >= 4 || argv.first().is_some_and(|p| p == IMAGE_PROGRAM))
         .and_then(|argv| {
             argv.iter()
