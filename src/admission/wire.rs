@@ -72,29 +72,49 @@ const fn escaped(byte: u8) -> bool {
     byte < 0x20 || byte == b'"' || byte == b'\\'
 }
 
-/// The index of the first byte of `bytes` that must be escaped, eight bytes at a time.
-fn first_escaped(bytes: &[u8]) -> Option<usize> {
+/// Whether any of the eight bytes of `word` must be escaped: below 0x20 (a byte with its
+/// high bit set is not), `"` or `\\`.
+fn any_escaped(word: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     // A byte's high bit, for each byte of `word` that is zero.
     let zero = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    control | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\'))) != 0
+}
+
+/// The index of the first byte of `bytes` that must be escaped, eight bytes at a time.
+fn first_escaped(bytes: &[u8]) -> Option<usize> {
     let mut chunks = bytes.chunks_exact(8);
     let mut offset = 0;
     for chunk in &mut chunks {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        // Below 0x20 (a byte with its high bit set is not), `"` or `\`.
-        let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-        if control | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\')))
-            != 0
-        {
+        if any_escaped(u64::from_le_bytes(word)) {
             break;
         }
         offset += 8;
     }
-    bytes[offset..]
-        .iter()
+    // The last few bytes (most of a key or a short value) in one word too: the last eight
+    // of the text, overlapping bytes already found clean, or for a text of four to seven
+    // bytes its first and last four; looked at one by one only when one of them is.
+    let rest = &bytes[offset..];
+    let len = bytes.len();
+    let load = |at: usize, width: usize| {
+        let mut word = [0u8; 8];
+        word[..width].copy_from_slice(&bytes[at..at + width]);
+        u64::from_le_bytes(word)
+    };
+    let tail = match len {
+        _ if rest.len() >= 8 => None,
+        8.. => Some(load(len - 8, 8)),
+        4..=7 => Some(load(0, 4) | load(len - 4, 4) << 32),
+        _ => None,
+    };
+    if tail.is_some_and(|word| !any_escaped(word)) {
+        return None;
+    }
+    rest.iter()
         .position(|&byte| escaped(byte))
         .map(|index| offset + index)
 }
@@ -223,6 +243,36 @@ mod tests {
         let mut empty = Vec::new();
         write_patch(&mut empty, &[]);
         assert_eq!(empty, b"[]");
+    }
+
+    /// Every length across two words and the padded tail, with each byte serde_json
+    /// escapes at each place, and a neighbour that it does not: the word checks and the
+    /// tail's padding against the byte-by-byte rule.
+    #[test]
+    fn each_escape_at_each_place_is_found() {
+        let mut checked = 0;
+        for len in 0..=17 {
+            let plain = "x".repeat(len);
+            assert_eq!(first_escaped(plain.as_bytes()), None, "{len}");
+            for at in 0..len {
+                for byte in [
+                    0x00, 0x1f, b'"', b'\\', b'\n', 0x20, b'!', b'#', b'[', b']', 0x7f,
+                ] {
+                    let mut text = plain.clone().into_bytes();
+                    text[at] = byte;
+                    let expected = escaped(byte).then_some(at);
+                    assert_eq!(first_escaped(&text), expected, "{len} {at} {byte:#x}");
+                    let mut ours = Vec::new();
+                    write_str(&mut ours, std::str::from_utf8(&text).unwrap());
+                    assert_eq!(
+                        ours,
+                        serde_json::to_vec(std::str::from_utf8(&text).unwrap()).unwrap()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 11 * (0..=17).sum::<usize>());
     }
 
     proptest! {
