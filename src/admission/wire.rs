@@ -106,9 +106,11 @@ fn first_escaped(bytes: &[u8]) -> Option<usize> {
         u64::from_le_bytes(word)
     };
     let tail = match len {
+        // A word's escape stopped the loop: found below, byte by byte.
         _ if rest.len() >= 8 => None,
         8.. => Some(load(len - 8, 8)),
         4..=7 => Some(load(0, 4) | load(len - 4, 4) << 32),
+        // Three bytes or fewer: byte by byte.
         _ => None,
     };
     if tail.is_some_and(|word| !any_escaped(word)) {
@@ -245,9 +247,10 @@ mod tests {
         assert_eq!(empty, b"[]");
     }
 
-    /// Every length across two words and the padded tail, with each byte serde_json
-    /// escapes at each place, and a neighbour that it does not: the word checks and the
-    /// tail's padding against the byte-by-byte rule.
+    /// Every length across two words and the tail, with each byte serde_json escapes at
+    /// each place, and a neighbour that it does not: the word checks and the tail's
+    /// overlapping word (and its two halves under eight bytes) against the byte-by-byte
+    /// rule.
     #[test]
     fn each_escape_at_each_place_is_found() {
         let mut checked = 0;

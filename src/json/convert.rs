@@ -10,7 +10,7 @@ use std::fmt;
 /// Room for the members of an object read from the wire, taken with its first member:
 /// serde_json tells no size in advance, and a Kubernetes object's maps (a container, a
 /// pod spec, metadata) mostly hold 5 to 12 members, which a `Vec` growing from 4 reached
-/// in two or three steps, each a copy. An empty object allocates nothing.
+/// in one or two steps, each a copy. An empty object allocates nothing.
 const FIRST_CAPACITY: usize = 8;
 
 /// One of 64 bits for a key, from its length and last byte: equal keys have the same
@@ -19,7 +19,7 @@ const FIRST_CAPACITY: usize = 8;
 /// review, to find a duplicate that almost never comes); with marks, only a key that
 /// shares one with an earlier key is looked for. A container's keys (`name`, `image`,
 /// `command`, `volumeMounts`, `terminationMessagePath`…) have nine different marks.
-fn key_mark(key: &str) -> u64 {
+pub(super) fn key_mark(key: &str) -> u64 {
     let last = key.as_bytes().last().copied().unwrap_or(0) as usize;
     1 << (key.len().wrapping_mul(7).wrapping_add(last) & 63)
 }

@@ -212,6 +212,31 @@ fn expressions_build_what_serde_json_serialises() {
     assert_eq!(json!(value.as_object().unwrap()), value);
 }
 
+/// The claim `convert::key_mark` is kept for: a container's usual keys have marks of
+/// their own, so reading one scans for none of them (equal keys share a mark by
+/// construction; the duplicate-key proptest above holds the scan where marks meet).
+#[test]
+fn a_containers_keys_have_marks_of_their_own() {
+    let keys = [
+        "name",
+        "image",
+        "command",
+        "resources",
+        "volumeMounts",
+        "lifecycle",
+        "terminationMessagePath",
+        "terminationMessagePolicy",
+        "imagePullPolicy",
+    ];
+    let marks = keys.iter().fold(0u64, |marks, key| {
+        let mark = super::convert::key_mark(key);
+        assert_eq!(mark.count_ones(), 1, "{key}");
+        assert_eq!(marks & mark, 0, "{key} shares a mark with a key before it");
+        marks | mark
+    });
+    assert_eq!(marks.count_ones(), 9);
+}
+
 /// A map far past the threshold: every member found, in order, after removals.
 #[test]
 fn a_large_map_keeps_its_index() {
